@@ -1,0 +1,60 @@
+/** The Postgres pool every service uses. */
+import pg from 'pg'
+
+export type Pool = pg.Pool
+export type PoolClient = pg.PoolClient
+
+export interface PoolOptions {
+  max?: number
+  applicationName?: string
+}
+
+export function createPool(databaseUrl: string, options: PoolOptions = {}): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: databaseUrl,
+    max: options.max ?? 10,
+    application_name: options.applicationName ?? 'scoped-api',
+    connectionTimeoutMillis: 5_000,
+    idleTimeoutMillis: 30_000,
+  })
+  // An idle client that loses its connection emits here; without a listener the process would crash.
+  pool.on('error', () => undefined)
+  return pool
+}
+
+/**
+ * Runs `work` in one transaction on one client. Every query of the
+ * transaction goes through the given client (never the pool), which also
+ * keeps it correct on the embedded Postgres, where a transaction held on one
+ * connection blocks queries from every other.
+ */
+export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect()
+  try {
+    await client.query('BEGIN')
+    const result = await work(client)
+    await client.query('COMMIT')
+    return result
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined)
+    throw error
+  } finally {
+    client.release()
+  }
+}
+
+export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+export function isUuid(value: unknown): value is string {
+  return typeof value === 'string' && UUID_PATTERN.test(value)
+}
+
+/** Postgres error codes we react to; anything else is an infrastructure failure. */
+export const pgErrorCodes = {
+  uniqueViolation: '23505',
+  foreignKeyViolation: '23503',
+} as const
+
+export function pgErrorCode(error: unknown): string | undefined {
+  return typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string' ? error.code : undefined
+}

@@ -1,0 +1,62 @@
+/**
+ * Every error a Fastify service answers, in the spec's envelope: our own
+ * ApiErrors, schema validation (naming the field), Fastify's own client
+ * errors (bad JSON, body too large, wrong content type), unknown routes, and
+ * anything unexpected as a 500 that is logged but never described to the caller.
+ */
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import { errorCatalog, errorEnvelope, isApiError } from './errors.js'
+
+function validationMessage(error: FastifyError): string {
+  const first = error.validation?.[0]
+  if (first === undefined) return errorCatalog.badRequest.message
+  const where = error.validationContext ?? 'request'
+  const field =
+    first.keyword === 'required' && typeof first.params['missingProperty'] === 'string'
+      ? `${first.instancePath}/${first.params['missingProperty']}`
+      : first.keyword === 'additionalProperties' && typeof first.params['additionalProperty'] === 'string'
+        ? `${first.instancePath}/${first.params['additionalProperty']}`
+        : first.instancePath
+  const name = `${where}${field.replaceAll('/', '.')}`
+  if (first.keyword === 'required') return `${name} is required`
+  if (first.keyword === 'additionalProperties') return `${name} is not allowed`
+  return `${name} ${first.message ?? 'is invalid'}`
+}
+
+function clientErrorMessage(error: FastifyError): string {
+  switch (error.code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return 'Request body is not valid JSON'
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return errorCatalog.payloadTooLarge.message
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return errorCatalog.unsupportedMediaType.message
+    default:
+      return errorCatalog.badRequest.message
+  }
+}
+
+export function sendError(reply: FastifyReply, status: number, message: string): FastifyReply {
+  return reply.code(status).type('application/json; charset=utf-8').send(errorEnvelope(message))
+}
+
+export const errorEnvelopePlugin = fp(
+  async (app: FastifyInstance) => {
+    app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+      if (isApiError(error)) return sendError(reply, error.statusCode, error.message)
+      if (error.validation) return sendError(reply, 400, validationMessage(error))
+      const status = error.statusCode ?? 500
+      if (status >= 400 && status < 500) {
+        const message = status === 413 ? errorCatalog.payloadTooLarge.message : status === 415 ? errorCatalog.unsupportedMediaType.message : clientErrorMessage(error)
+        return sendError(reply, status, message)
+      }
+      request.log.error({ err: error }, 'unhandled error')
+      return sendError(reply, 500, errorCatalog.internal.message)
+    })
+    app.setNotFoundHandler((_request, reply) => sendError(reply, 404, errorCatalog.notFound.message))
+  },
+  { name: 'error-envelope', fastify: '5.x' },
+)

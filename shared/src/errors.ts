@@ -1,0 +1,70 @@
+/**
+ * The one catalog of errors every service answers with. Statuses and the
+ * spec's exact message texts sit side by side so a test can pin them, and the
+ * envelope `{"success":false,"message":…}` is built in exactly one place.
+ */
+export const errorCatalog = {
+  /** Spec §7: key missing, malformed or invalid. */
+  missingKey: { status: 401, message: 'Invalid or missing API key' },
+  /** Spec §7: key revoked or deleted. */
+  revokedKey: { status: 401, message: 'Invalid or revoked API key' },
+  /** Spec §7: valid key used outside its scope (the first of the two texts the spec gives). */
+  scopeMismatch: { status: 403, message: 'This API key does not have access to this resource' },
+  /** Spec §7/§8: a validation error; the spec leaves the status open, we answer like any other invalid input. */
+  keyLimitReached: { status: 400, message: 'Active API key limit reached for this scope' },
+  badRequest: { status: 400, message: 'Invalid request' },
+  badPath: { status: 400, message: 'Malformed request path' },
+  httpsRequired: { status: 403, message: 'HTTPS is required; this request was not processed' },
+  invalidSignature: { status: 401, message: 'Request was not signed by the gateway' },
+  forbidden: { status: 403, message: 'You do not have permission to do this' },
+  notFound: { status: 404, message: 'Not found' },
+  agencyNotFound: { status: 404, message: 'Agency not found' },
+  subAccountNotFound: { status: 404, message: 'Sub-account not found' },
+  keyNotFound: { status: 404, message: 'API key not found' },
+  userNotFound: { status: 404, message: 'User not found' },
+  methodNotAllowed: { status: 405, message: 'Method not allowed' },
+  conflict: { status: 409, message: 'Conflict' },
+  payloadTooLarge: { status: 413, message: 'Request body is too large' },
+  unsupportedMediaType: { status: 415, message: 'Unsupported content type' },
+  tooManyRequests: { status: 429, message: 'Too many requests' },
+  internal: { status: 500, message: 'Internal server error' },
+  badGateway: { status: 502, message: 'Upstream service unavailable' },
+  authUnavailable: { status: 503, message: 'Authentication is temporarily unavailable' },
+  serviceUnavailable: { status: 503, message: 'Service temporarily unavailable' },
+  gatewayTimeout: { status: 504, message: 'Upstream service timed out' },
+} as const satisfies Record<string, { status: number; message: string }>
+
+export type ErrorCode = keyof typeof errorCatalog
+
+export interface ErrorEnvelope {
+  success: false
+  message: string
+}
+
+export function errorEnvelope(message: string): ErrorEnvelope {
+  return { success: false, message }
+}
+
+/**
+ * An error that is meant to reach the caller. `message` defaults to the
+ * catalog's text; a more precise one (naming the field at fault) may be given.
+ */
+export class ApiError extends Error {
+  readonly code: ErrorCode
+  readonly statusCode: number
+
+  constructor(code: ErrorCode, message?: string) {
+    super(message ?? errorCatalog[code].message)
+    this.name = 'ApiError'
+    this.code = code
+    this.statusCode = errorCatalog[code].status
+  }
+
+  toEnvelope(): ErrorEnvelope {
+    return errorEnvelope(this.message)
+  }
+}
+
+export function isApiError(value: unknown): value is ApiError {
+  return value instanceof ApiError
+}

@@ -1,0 +1,112 @@
+/**
+ * Running the project's programs as real processes: the CLI, and services
+ * (gateway, backends) that are stopped at teardown.
+ */
+import { spawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
+import { createServer } from 'node:net'
+import { fileURLToPath } from 'node:url'
+
+export const projectRoot = fileURLToPath(new URL('../..', import.meta.url))
+/** Node flags that run a TypeScript entry point of this workspace, as the npm scripts do. */
+export const tsNodeArgs = ['--import', 'tsx', '--conditions=scoped-dev']
+
+interface Teardown {
+  teardown(fn: () => unknown): void
+}
+
+export type ProcessEnv = Record<string, string | undefined>
+
+/** The environment a child gets: this process's, minus anything that would configure it by accident. */
+export function childEnv(env: ProcessEnv): ProcessEnv {
+  const base: ProcessEnv = { ...process.env }
+  for (const name of ['DATABASE_URL', 'REDIS_URL', 'REDIS_KEY_PREFIX', 'TENANT_SIGNING_SECRET', 'TENANT_SIGNING_SECRET_PREVIOUS', 'ROUTES_FILE', 'TLS_CERT_FILE', 'TLS_KEY_FILE']) {
+    delete base[name]
+  }
+  for (const name of Object.keys(base)) if (name.startsWith('TAP')) delete base[name]
+  return { ...base, ...env }
+}
+
+export interface CliResult {
+  status: number | null
+  stdout: string
+  stderr: string
+  json: unknown
+}
+
+/** Runs `ctl` as `npm run --silent ctl` does; `input` is written to its stdin. */
+export function runCtl(args: string[], env: ProcessEnv, input = ''): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...tsNodeArgs, 'agency-service/src/ctl.ts', ...args], {
+      cwd: projectRoot,
+      env: childEnv(env),
+      stdio: ['pipe', 'pipe', 'pipe'],
+    })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    child.on('error', reject)
+    child.on('close', (status) => {
+      const text = status === 0 ? stdout : stderr
+      let json: unknown
+      try {
+        json = JSON.parse(text)
+      } catch {
+        json = undefined
+      }
+      resolve({ status, stdout, stderr, json })
+    })
+    child.stdin.end(input)
+  })
+}
+
+/** A port that was free a moment ago, for a child process to listen on. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))))
+    })
+  })
+}
+
+export interface RunningProcess {
+  child: ChildProcess
+  output: () => string
+  stop: (signal?: NodeJS.Signals) => Promise<number | null>
+}
+
+/**
+ * Starts `entry` (a path from the project root) and resolves once `ready`
+ * matches its output; rejects if it exits first or takes longer than `timeoutMs`.
+ */
+export function startProcess(t: Teardown, entry: string, env: ProcessEnv, ready: RegExp, timeoutMs = 20_000): Promise<RunningProcess> {
+  const child = spawn(process.execPath, [...tsNodeArgs, entry], { cwd: projectRoot, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
+  let output = ''
+  let exited = false
+  const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => ((exited = true), resolve(code))))
+  const stop = async (signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> => {
+    if (!exited) child.kill(signal)
+    return exit
+  }
+  t.teardown(() => stop('SIGKILL'))
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${entry} not ready after ${timeoutMs} ms:\n${output}`)), timeoutMs)
+    const onData = (chunk: Buffer): void => {
+      output += chunk.toString()
+      if (ready.test(output)) {
+        clearTimeout(timer)
+        resolve({ child, output: () => output, stop })
+      }
+    }
+    child.stdout?.on('data', onData)
+    child.stderr?.on('data', onData)
+    void exit.then((code) => {
+      clearTimeout(timer)
+      reject(new Error(`${entry} exited with ${code} before it was ready:\n${output}`))
+    })
+  })
+}

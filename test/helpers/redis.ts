@@ -1,0 +1,35 @@
+/**
+ * A Redis key space of its own for one test file: a unique REDIS_KEY_PREFIX
+ * on the local server (TEST_REDIS_URL, default redis://127.0.0.1:6379), whose
+ * keys are removed at teardown.
+ */
+import { randomBytes } from 'node:crypto'
+import { Redis } from 'ioredis'
+
+export const redisUrl = process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379'
+
+interface Teardown {
+  teardown(fn: () => unknown): void
+}
+
+export interface TestRedis {
+  url: string
+  prefix: string
+  client: Redis
+}
+
+export async function createTestRedis(t: Teardown): Promise<TestRedis> {
+  const prefix = `sak-test-${randomBytes(6).toString('hex')}:`
+  const client = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 })
+  await client.connect()
+  t.teardown(async () => {
+    let cursor = '0'
+    do {
+      const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500)
+      if (keys.length > 0) await client.del(...keys)
+      cursor = next
+    } while (cursor !== '0')
+    client.disconnect()
+  })
+  return { url: redisUrl, prefix, client }
+}
