@@ -30,7 +30,7 @@ const LOOKUP_SQL = `
   LIMIT 1`
 
 export async function lookupKeyByHash(pool: Pool, hash: string): Promise<KeyLookup> {
-  const { rows } = await pool.query<LookupRow>({ name: 'lookup-key-by-hash', text: LOOKUP_SQL, values: [hash] })
+  const { rows } = await pool.query<LookupRow>(LOOKUP_SQL, [hash])
   const row = rows[0]
   if (row === undefined) return { status: 'unknown' }
   if (row.deleted) return { status: 'deleted' }

@@ -1,0 +1,149 @@
+/**
+ * `npm start`: the whole stack on one machine. Embedded Postgres when
+ * DATABASE_URL is unset, a signing secret made for this run when
+ * TENANT_SIGNING_SECRET is unset, migrations applied once before the
+ * services start, then agency-service, resource-service and the gateway as
+ * child processes. Ctrl-C (or SIGTERM) stops them all cleanly.
+ */
+import { spawn } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { createWriteStream, mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { readDatabaseUrl, readPort, readRedisUrl, readSecret, runMain } from '@scoped/shared/config'
+import { migrate } from '@scoped/shared/migrate'
+import { startEmbeddedPostgres } from './embedded-postgres.js'
+import type { EmbeddedPostgres } from './embedded-postgres.js'
+
+const root = fileURLToPath(new URL('..', import.meta.url))
+const dataRoot = join(root, '.data')
+const logDir = join(dataRoot, 'logs')
+
+interface Service {
+  name: string
+  entry: string
+  ready: RegExp
+}
+
+const services: Service[] = [
+  { name: 'agency-service', entry: 'agency-service/src/main.ts', ready: /agency-service ready/ },
+  { name: 'resource-service', entry: 'resource-service/src/main.ts', ready: /resource-service ready/ },
+  { name: 'gateway', entry: 'gateway/src/main.ts', ready: /gateway ready/ },
+]
+
+function say(line = ''): void {
+  process.stdout.write(`${line}\n`)
+}
+
+/** Starts a service, its log going to .data/logs/<name>.log; resolves when it reports ready. */
+function startService(service: Service, env: NodeJS.ProcessEnv): Promise<ChildProcess> {
+  const log = createWriteStream(join(logDir, `${service.name}.log`), { flags: 'a' })
+  const child = spawn(process.execPath, [...process.execArgv, service.entry], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  child.stdout.pipe(log)
+  child.stderr.pipe(log)
+  return new Promise((resolve, reject) => {
+    let seen = ''
+    const timer = setTimeout(() => reject(new Error(`${service.name} did not start within 60 s; see ${join('.data/logs', `${service.name}.log`)}`)), 60_000)
+    const watch = (chunk: Buffer): void => {
+      seen = (seen + chunk.toString()).slice(-64 * 1024)
+      if (service.ready.test(seen)) {
+        clearTimeout(timer)
+        child.stdout.off('data', watch)
+        child.stderr.off('data', watch)
+        resolve(child)
+      }
+    }
+    child.stdout.on('data', watch)
+    child.stderr.on('data', watch)
+    child.once('exit', (code) => {
+      clearTimeout(timer)
+      const lastLines = seen.trim().split('\n').slice(-3).join('\n')
+      reject(new Error(`${service.name} exited with status ${code} while starting:\n${lastLines}`))
+    })
+  })
+}
+
+function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve()
+  return new Promise((resolve) => {
+    const force = setTimeout(() => child.kill('SIGKILL'), 15_000)
+    child.once('exit', () => {
+      clearTimeout(force)
+      resolve()
+    })
+    child.kill('SIGTERM')
+  })
+}
+
+async function main(): Promise<void> {
+  const env = process.env
+  const database = readDatabaseUrl(env)
+  const redisUrl = readRedisUrl(env)
+  const gatewayPort = readPort(env, 'GATEWAY_PORT', 8443)
+  const httpPort = readPort(env, 'GATEWAY_HTTP_PORT', 8080)
+  const adminPort = readPort(env, 'GATEWAY_ADMIN_PORT', 9090)
+  const secret = readSecret(env, 'TENANT_SIGNING_SECRET') ?? randomBytes(32).toString('base64url')
+  mkdirSync(logDir, { recursive: true })
+
+  let embedded: EmbeddedPostgres | undefined
+  const children: ChildProcess[] = []
+  let stopping = false
+  const stop = async (code: number): Promise<void> => {
+    if (stopping) return
+    stopping = true
+    say('\nstopping…')
+    // The gateway first, so no request reaches a backend that is going away.
+    for (const child of [...children].reverse()) await stopChild(child)
+    await embedded?.stop()
+    process.exit(code)
+  }
+  process.on('SIGINT', () => void stop(0))
+  process.on('SIGTERM', () => void stop(0))
+
+  if (database.embedded) {
+    say('starting embedded Postgres (.data/pglite)…')
+    embedded = await startEmbeddedPostgres(dataRoot)
+  }
+  const databaseUrl = embedded?.url ?? database.url
+  const applied = await migrate(databaseUrl)
+  if (applied.length > 0) say(`applied migrations: ${applied.join(', ')}`)
+
+  const childEnvironment: NodeJS.ProcessEnv = { ...env, DATABASE_URL: databaseUrl, TENANT_SIGNING_SECRET: secret }
+  for (const service of services) {
+    try {
+      const child = await startService(service, childEnvironment)
+      children.push(child)
+      child.once('exit', (code) => {
+        if (stopping) return
+        process.stderr.write(`${service.name} exited unexpectedly (status ${code}); see .data/logs/${service.name}.log\n`)
+        void stop(1)
+      })
+    } catch (error) {
+      process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`)
+      await stop(1)
+      return
+    }
+  }
+
+  const ctl = database.embedded ? 'npm run --silent ctl --' : 'DATABASE_URL=… npm run --silent ctl --'
+  say('')
+  say('The stack is running.')
+  say(`  API (HTTPS)        https://localhost:${gatewayPort}/v1/…   (development certificate: curl -k, or --cacert .data/tls/cert.pem)`)
+  say(`  console            https://localhost:${gatewayPort}/console/`)
+  say(`  plain HTTP         http://localhost:${httpPort}   (rejects every request)`)
+  say(`  operations         http://127.0.0.1:${adminPort}/healthz  /readyz  /metrics`)
+  say(`  database           ${database.embedded ? `embedded Postgres, ${databaseUrl}` : 'DATABASE_URL'}`)
+  say(`  cache              ${redisUrl ? 'Redis (REDIS_URL)' : 'none (one gateway replica; set REDIS_URL for more)'}`)
+  say(`  logs               .data/logs/`)
+  say('')
+  say('A first agency, sub-account and key:')
+  say(`  ${ctl} agency create --name "Acme"                         # note its "id" as A`)
+  say(`  ${ctl} sub-account create --agency A --name "Acme West"    # note its "id" as S`)
+  say(`  ${ctl} key create --sub-account S --name "first key"       # the key, shown once`)
+  say(`  curl -k -H "Authorization: Bearer <key>" https://localhost:${gatewayPort}/v1/agents`)
+  say('')
+  say('Ctrl-C stops everything.')
+}
+
+runMain('npm start', main)
