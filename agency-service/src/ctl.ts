@@ -69,7 +69,16 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '')
 }
 
-const actor = `ctl:${userInfo().username}`
+/** Who did it, for the audit trail; a container may run under a uid that has no account name. */
+function operatorName(): string {
+  try {
+    return userInfo().username
+  } catch {
+    return `uid-${process.getuid?.() ?? 'unknown'}`
+  }
+}
+
+const actor = `ctl:${operatorName()}`
 
 async function run(pool: Pool, env: Env, words: string[], flags: Flags): Promise<unknown> {
   const [noun, verb, argument, ...extra] = words
