@@ -1,0 +1,104 @@
+/**
+ * Who may do what with API keys in the console, decided in one place:
+ *
+ * | keys of       | may see the list                                | may create, revoke, delete |
+ * |---------------|-------------------------------------------------|----------------------------|
+ * | an agency     | every member of the agency (any role)           | its owners and admins      |
+ * | a sub-account | its members, and the agency's owners and admins | the same people            |
+ *
+ * An agency or sub-account the user may not see is answered exactly as one
+ * that does not exist (404); a visible one the user may not change is 403.
+ */
+import type { Pool } from '@scoped/shared/db'
+import { isUuid } from '@scoped/shared/db'
+import { ApiError } from '@scoped/shared/errors'
+import type { Role } from '../tenants.js'
+import type { KeyOwner } from '../keys/key-service.js'
+
+const MANAGING_ROLES: readonly Role[] = ['owner', 'admin']
+
+export function managesAgency(role: Role | null): boolean {
+  return role !== null && MANAGING_ROLES.includes(role)
+}
+
+/** The tenant whose keys a console page shows, and what this user may do there. */
+export interface KeyArea {
+  owner: KeyOwner
+  agency: { id: string; name: string }
+  subAccount: { id: string; name: string } | null
+  canManage: boolean
+  /** Where this area's key pages live, e.g. /console/agencies/<id>/keys. */
+  keysPath: string
+}
+
+export async function agencyKeyArea(pool: Pool, userId: string, agencyId: string): Promise<KeyArea> {
+  if (!isUuid(agencyId)) throw new ApiError('agencyNotFound')
+  const { rows } = await pool.query<{ id: string; name: string; role: Role }>(
+    `SELECT a.id, a.name, m.role FROM agencies a
+     JOIN agency_memberships m ON m.agency_id = a.id AND m.user_id = $2
+     WHERE a.id = $1`,
+    [agencyId.toLowerCase(), userId],
+  )
+  const row = rows[0]
+  if (row === undefined) throw new ApiError('agencyNotFound')
+  return {
+    owner: { scope: 'AGENCY', agencyId: row.id },
+    agency: { id: row.id, name: row.name },
+    subAccount: null,
+    canManage: managesAgency(row.role),
+    keysPath: `/console/agencies/${row.id}/keys`,
+  }
+}
+
+export async function subAccountKeyArea(pool: Pool, userId: string, subAccountId: string): Promise<KeyArea> {
+  if (!isUuid(subAccountId)) throw new ApiError('subAccountNotFound')
+  const { rows } = await pool.query<{ id: string; name: string; agency_id: string; agency_name: string; role: Role | null; member: boolean }>(
+    `SELECT s.id, s.name, a.id AS agency_id, a.name AS agency_name, m.role, (sm.user_id IS NOT NULL) AS member
+     FROM sub_accounts s
+     JOIN agencies a ON a.id = s.agency_id
+     LEFT JOIN agency_memberships m ON m.agency_id = a.id AND m.user_id = $2
+     LEFT JOIN sub_account_memberships sm ON sm.sub_account_id = s.id AND sm.user_id = $2
+     WHERE s.id = $1`,
+    [subAccountId.toLowerCase(), userId],
+  )
+  const row = rows[0]
+  if (row === undefined || !(row.member || managesAgency(row.role))) throw new ApiError('subAccountNotFound')
+  return {
+    owner: { scope: 'SUB-ACCOUNT', subAccountId: row.id },
+    agency: { id: row.agency_id, name: row.agency_name },
+    subAccount: { id: row.id, name: row.name },
+    canManage: true,
+    keysPath: `/console/sub-accounts/${row.id}/keys`,
+  }
+}
+
+export function requireManage(area: KeyArea): void {
+  if (!area.canManage) throw new ApiError('forbidden', 'Only agency owners and admins can create, revoke or delete agency API keys')
+}
+
+export interface ConsoleHome {
+  agencies: Array<{ id: string; name: string; role: Role; subAccounts: Array<{ id: string; name: string }> }>
+}
+
+/** The agencies a user belongs to and, in each, the sub-accounts whose keys they may manage. */
+export async function consoleHome(pool: Pool, userId: string): Promise<ConsoleHome> {
+  const agencies = await pool.query<{ id: string; name: string; role: Role }>(
+    `SELECT a.id, a.name, m.role FROM agency_memberships m JOIN agencies a ON a.id = m.agency_id
+     WHERE m.user_id = $1 ORDER BY a.name, a.id`,
+    [userId],
+  )
+  const subAccounts = await pool.query<{ id: string; name: string; agency_id: string }>(
+    `SELECT s.id, s.name, s.agency_id FROM sub_accounts s
+     JOIN agency_memberships m ON m.agency_id = s.agency_id AND m.user_id = $1
+     WHERE m.role IN ('owner', 'admin')
+        OR EXISTS (SELECT 1 FROM sub_account_memberships sm WHERE sm.sub_account_id = s.id AND sm.user_id = $1)
+     ORDER BY s.name, s.id`,
+    [userId],
+  )
+  return {
+    agencies: agencies.rows.map((agency) => ({
+      ...agency,
+      subAccounts: subAccounts.rows.filter((s) => s.agency_id === agency.id).map(({ id, name }) => ({ id, name })),
+    })),
+  }
+}

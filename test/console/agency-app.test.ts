@@ -1,0 +1,42 @@
+import t from 'tap'
+import { randomUUID } from 'node:crypto'
+import pino from 'pino'
+import { localOnlyInvalidator } from '@scoped/shared/key-invalidation'
+import { signTenantHeaders } from '@scoped/shared/tenant-signature'
+import { KeyService } from '@scoped/agency-service/keys/key-service'
+import { buildAgencyApp } from '@scoped/agency-service/app'
+import { createTestDatabase } from '../helpers/database.js'
+import { createWorld, signedIn } from './console-harness.js'
+
+const SECRET = 's'.repeat(40)
+
+t.test('agency-service serves the console under /console, unsigned, and keeps /v1 signed and free of the console', async (t) => {
+  const db = await createTestDatabase(t)
+  const app = await buildAgencyApp({ pool: db.pool, keys: new KeyService(db.pool, localOnlyInvalidator), logger: pino({ level: 'silent' }), signingSecrets: [SECRET] })
+  t.teardown(() => app.close())
+  const world = await createWorld(db.pool)
+
+  const signIn = await app.inject({ method: 'GET', url: '/console/sign-in' })
+  t.equal(signIn.statusCode, 200, 'the console needs no gateway signature')
+  t.match(signIn.headers['content-type'], /^text\/html/)
+  t.equal((await app.inject({ method: 'GET', url: '/console/assets/console.css' })).statusCode, 200)
+  const owner = await signedIn(app, world.owner.email)
+  t.equal((await owner.get(`/console/agencies/${world.agencyId}/keys`)).statusCode, 200, 'a whole sign-in works inside the real app')
+
+  const unsigned = await app.inject({ method: 'GET', url: '/v1/agency' })
+  t.equal(unsigned.statusCode, 401, '/v1 still needs the signature')
+  t.same(unsigned.json(), { success: false, message: 'Request was not signed by the gateway' })
+
+  // A signed /v1 request gets none of the console's response headers or form parsing.
+  const tenant = { scope: 'AGENCY' as const, agencyId: world.agencyId, subAccountId: null, keyId: randomUUID() }
+  const signedGet = await app.inject({ method: 'GET', url: '/v1/agency', headers: signTenantHeaders(SECRET, 'GET', '/v1/agency', tenant, Date.now() / 1000) })
+  t.equal(signedGet.statusCode, 200)
+  t.notOk(signedGet.headers['content-security-policy'], 'console headers stay in the console')
+  const form = await app.inject({
+    method: 'POST',
+    url: '/v1/agency/sub-accounts',
+    headers: { ...signTenantHeaders(SECRET, 'POST', '/v1/agency/sub-accounts', tenant, Date.now() / 1000), 'content-type': 'application/x-www-form-urlencoded' },
+    payload: 'name=x',
+  })
+  t.equal(form.statusCode, 415, 'the API takes no form bodies: the console parser is not registered there')
+})
