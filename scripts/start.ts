@@ -39,7 +39,8 @@ function say(line = ''): void {
 /** Starts a service, its log going to .data/logs/<name>.log; resolves when it reports ready. */
 function startService(service: Service, env: NodeJS.ProcessEnv): Promise<ChildProcess> {
   const log = createWriteStream(join(logDir, `${service.name}.log`), { flags: 'a' })
-  const child = spawn(process.execPath, [...process.execArgv, service.entry], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] })
+  // detached: a Ctrl-C in the terminal reaches only this process, which then stops the services in order.
+  const child = spawn(process.execPath, [...process.execArgv, service.entry], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
   child.stdout.pipe(log)
   child.stderr.pipe(log)
   return new Promise((resolve, reject) => {
@@ -98,6 +99,8 @@ async function main(): Promise<void> {
     await embedded?.stop()
     process.exit(code)
   }
+  // Should this process die another way, take the services with it.
+  process.on('exit', () => children.forEach((child) => child.kill('SIGKILL')))
   process.on('SIGINT', () => void stop(0))
   process.on('SIGTERM', () => void stop(0))
 
@@ -129,7 +132,7 @@ async function main(): Promise<void> {
   const ctl = database.embedded ? 'npm run --silent ctl --' : 'DATABASE_URL=… npm run --silent ctl --'
   say('')
   say('The stack is running.')
-  say(`  API (HTTPS)        https://localhost:${gatewayPort}/v1/…   (development certificate: curl -k, or --cacert .data/tls/cert.pem)`)
+  say(`  API (HTTPS)        https://localhost:${gatewayPort}/v1/…   (development certificate: curl -k, or --cacert .data/dev-tls/cert.pem)`)
   say(`  console            https://localhost:${gatewayPort}/console/`)
   say(`  plain HTTP         http://localhost:${httpPort}   (rejects every request)`)
   say(`  operations         http://127.0.0.1:${adminPort}/healthz  /readyz  /metrics`)

@@ -14,7 +14,7 @@
  * only add latency to every request without adding security, and a fast
  * deterministic hash lets the gateway look the key up by its hash directly.
  */
-import { createHash, randomBytes } from 'node:crypto'
+import { hash, randomBytes } from 'node:crypto'
 import { crc32 } from 'node:zlib'
 
 export const KEY_PREFIX = 'sak_live_'
@@ -63,9 +63,9 @@ export function parseKey(presented: string): ParsedKey {
   return { ok: true, key: presented }
 }
 
-/** The stored and looked-up form of a key: hex SHA-256 of the whole key. */
+/** The stored and looked-up form of a key: hex SHA-256 of the whole key (one-shot crypto.hash: the gateway hashes on every request). */
 export function hashKey(key: string): string {
-  return createHash('sha256').update(key).digest('hex')
+  return hash('sha256', key, 'hex')
 }
 
 /**

@@ -1,0 +1,140 @@
+/**
+ * Verifying a key by its hash: the in-process cache, then Redis, then
+ * Postgres. A warm key costs one Map lookup; Postgres is shielded from
+ * floods of unknown keys by single-flight per hash, negative caching (in
+ * process and in Redis) and a bound on lookups in flight.
+ *
+ * A failure of Redis falls back to Postgres; a failure of Postgres is the
+ * outcome `unavailable` (503), never "the key is invalid" and never a pass.
+ */
+import type { Logger } from '@scoped/shared/logger'
+import type { CachedKeyState } from '@scoped/shared/key-invalidation'
+import type { KeyLookup } from '@scoped/shared/key-lookup'
+import type { KeyCache } from './key-cache.js'
+import type { GatewayMetrics } from './metrics.js'
+import type { SharedKeyCache } from './redis-key-cache.js'
+
+export type Verification = CachedKeyState | { status: 'unavailable' }
+
+/** The source of truth (Postgres: lookupKeyByHash). */
+export interface KeyStore {
+  lookup(hash: string): Promise<KeyLookup>
+}
+
+export interface KeyVerifierDeps {
+  store: KeyStore
+  /** Redis, when configured. */
+  shared: SharedKeyCache | null
+  cache: KeyCache
+  metrics: GatewayMetrics
+  log: Logger
+  /** Monotonic milliseconds, the clock of the cache. */
+  now?: () => number
+  /** Lookups past Redis allowed in flight at once; beyond it, `unavailable`. */
+  maxPendingLookups?: number
+  /** A store lookup slower than this is `unavailable`. */
+  lookupTimeoutMs?: number
+}
+
+const UNAVAILABLE: Verification = Object.freeze({ status: 'unavailable' })
+
+interface Flight {
+  promise: Promise<Verification>
+  generation: number
+}
+
+class LookupTimeout extends Error {}
+
+function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new LookupTimeout(`key lookup took longer than ${ms} ms`)), ms)
+  })
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
+}
+
+export class KeyVerifier {
+  private readonly flights = new Map<string, Flight>()
+  private pending = 0
+  private readonly now: () => number
+  private readonly maxPending: number
+  private readonly timeoutMs: number
+
+  constructor(private readonly deps: KeyVerifierDeps) {
+    this.now = deps.now ?? (() => performance.now())
+    this.maxPending = deps.maxPendingLookups ?? 512
+    this.timeoutMs = deps.lookupTimeoutMs ?? 5_000
+  }
+
+  /** The hot path: a state from the in-process cache, or undefined. */
+  cached(hash: string, now: number): CachedKeyState | undefined {
+    const state = this.deps.cache.get(hash, now)
+    this.deps.metrics.countCache('memory', state === undefined ? 'miss' : 'hit')
+    return state
+  }
+
+  /**
+   * Looks a key up past the in-process cache. Concurrent lookups of one hash
+   * share a flight; a joiner takes a shared "active" only when the cache is
+   * trusted and nothing was invalidated since the flight began, otherwise it
+   * looks again: a request that arrives after a revoke has returned must not
+   * be answered by a lookup that started before it.
+   */
+  verify(hash: string): Promise<Verification> {
+    const flight = this.flights.get(hash)
+    if (flight !== undefined) {
+      return flight.promise.then((result) =>
+        result.status !== 'active' || (flight.generation === this.deps.cache.generation && this.deps.cache.isTrusted(this.now())) ? result : this.load(hash),
+      )
+    }
+    const started: Flight = { promise: this.load(hash), generation: this.deps.cache.generation }
+    this.flights.set(hash, started)
+    void started.promise.finally(() => {
+      if (this.flights.get(hash) === started) this.flights.delete(hash)
+    })
+    return started.promise
+  }
+
+  private async load(hash: string): Promise<Verification> {
+    if (this.pending >= this.maxPending) {
+      this.deps.log.warn({ pending: this.pending }, 'too many key lookups in flight; refusing until they drain')
+      return UNAVAILABLE
+    }
+    this.pending++
+    try {
+      const generation = this.deps.cache.generation
+      const state = (await this.readShared(hash)) ?? (await this.readStore(hash))
+      if (state !== undefined) this.deps.cache.fill(hash, state, generation, this.now())
+      return state ?? UNAVAILABLE
+    } finally {
+      this.pending--
+    }
+  }
+
+  private async readShared(hash: string): Promise<CachedKeyState | undefined> {
+    const shared = this.deps.shared
+    if (shared === null) return undefined
+    try {
+      const state = await shared.read(hash)
+      this.deps.metrics.countCache('redis', state === undefined ? 'miss' : 'hit')
+      return state
+    } catch (error) {
+      // Redis is a cache: when it fails, Postgres answers.
+      this.deps.metrics.countCache('redis', 'error')
+      this.deps.log.debug({ err: error }, 'redis key cache unavailable; reading Postgres')
+      return undefined
+    }
+  }
+
+  private async readStore(hash: string): Promise<CachedKeyState | undefined> {
+    let state: KeyLookup
+    try {
+      state = await withDeadline(this.deps.store.lookup(hash), this.timeoutMs)
+    } catch (error) {
+      this.deps.log.error({ err: error }, 'key store unavailable')
+      return undefined
+    }
+    this.deps.shared?.write(hash, state)
+    return state
+  }
+}

@@ -1,0 +1,43 @@
+/**
+ * `npm run gateway`: one gateway replica, configured from the environment.
+ * Logs "gateway ready" once every listener is up; on SIGTERM (or SIGINT) it
+ * stops accepting, finishes in-flight requests, flushes last use, closes its
+ * pools and exits 0.
+ */
+import { runMain } from '@scoped/shared/config'
+import { createLogger } from '@scoped/shared/logger'
+import { createGateway } from './app.js'
+import { BatchingDestination } from './log-destination.js'
+import { createRequestLogger } from './request-log.js'
+import { readGatewayConfig } from './config.js'
+
+runMain('gateway', async () => {
+  const config = readGatewayConfig(process.env)
+  const destination = new BatchingDestination()
+  process.on('exit', () => destination.flushSync())
+  const log = createLogger('gateway', config.logLevel, destination)
+  const gateway = await createGateway(config, log, createRequestLogger(config.logLevel, destination))
+  await gateway.start()
+  const ports = gateway.ports()
+  log.info({ https: ports.api, http: ports.plain, admin: ports.admin, routes: config.routesFile, redis: config.redis !== null }, 'gateway ready')
+  destination.flushSync()
+
+  let stopping = false
+  const stop = (signal: string): void => {
+    if (stopping) return
+    stopping = true
+    log.info({ signal }, 'gateway stopping')
+    gateway.close().then(
+      () => {
+        log.info('gateway stopped')
+        process.exit(0)
+      },
+      (error: unknown) => {
+        log.error({ err: error }, 'gateway did not stop cleanly')
+        process.exit(1)
+      },
+    )
+  }
+  process.on('SIGTERM', () => stop('SIGTERM'))
+  process.on('SIGINT', () => stop('SIGINT'))
+})

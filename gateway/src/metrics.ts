@@ -1,0 +1,160 @@
+/**
+ * Prometheus metrics, served by prom-client in its text format on the
+ * operations listener. The request path only adds to plain numbers in
+ * preallocated arrays (no label objects, no string keys); prom-client reads
+ * them when /metrics is scraped. prom-client's own Histogram.observe builds a
+ * label hash and converts the bucket bound to a string on every call, so the
+ * upstream latency histogram is kept here and handed to the registry as a
+ * metric whose get() answers in prom-client's histogram shape.
+ */
+import { Counter, Registry, collectDefaultMetrics } from 'prom-client'
+import type { Histogram } from 'prom-client'
+import type { Scope } from '@scoped/shared/scope'
+import type { RequestOutcome } from './respond.js'
+import { requestOutcomes } from './respond.js'
+import type { Route, RouteMap } from './route-map.js'
+
+const SCOPE_LABELS = ['none', 'AGENCY', 'SUB-ACCOUNT'] as const
+const OUTCOME_INDEX = Object.fromEntries(requestOutcomes.map((outcome, index) => [outcome, index])) as Record<RequestOutcome, number>
+
+export type CacheLayer = 'memory' | 'redis'
+export type CacheResult = 'hit' | 'miss' | 'error'
+const CACHE_CELLS: ReadonlyArray<[CacheLayer, CacheResult]> = [
+  ['memory', 'hit'],
+  ['memory', 'miss'],
+  ['redis', 'hit'],
+  ['redis', 'miss'],
+  ['redis', 'error'],
+]
+
+/** Upper bounds, in seconds, of the upstream latency buckets. */
+export const UPSTREAM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30] as const
+
+function scopeIndex(scope: Scope | null): number {
+  return scope === null ? 0 : scope === 'AGENCY' ? 1 : 2
+}
+
+/** One sample line of a metric, as prom-client's registry formats it. */
+interface Sample {
+  metricName: string
+  labels: Record<string, string | number>
+  value: number
+}
+
+/** The upstream latency histogram by route: per route, a count per bucket (the last is +Inf) and a sum. */
+class UpstreamLatency {
+  readonly name = 'gateway_upstream_duration_seconds'
+  readonly help = 'Time from forwarding a request to the upstream response headers, by route prefix.'
+  readonly type = 'histogram'
+  readonly aggregator = 'sum'
+  private readonly counts: Float64Array
+  private readonly sums: Float64Array
+
+  constructor(private readonly routes: RouteMap) {
+    this.counts = new Float64Array(routes.routes.length * (UPSTREAM_BUCKETS.length + 1))
+    this.sums = new Float64Array(routes.routes.length)
+  }
+
+  observe(routeIndex: number, seconds: number): void {
+    let bucket = 0
+    while (bucket < UPSTREAM_BUCKETS.length && seconds > UPSTREAM_BUCKETS[bucket]!) bucket++
+    this.counts[routeIndex * (UPSTREAM_BUCKETS.length + 1) + bucket]! += 1
+    this.sums[routeIndex]! += seconds
+  }
+
+  async get(): Promise<{ name: string; help: string; type: string; values: Sample[]; aggregator: string }> {
+    const values: Sample[] = []
+    this.routes.routes.forEach((route, index) => {
+      let cumulative = 0
+      const base = index * (UPSTREAM_BUCKETS.length + 1)
+      UPSTREAM_BUCKETS.forEach((le, bucket) => {
+        cumulative += this.counts[base + bucket]!
+        values.push({ metricName: `${this.name}_bucket`, labels: { le, route: route.prefix }, value: cumulative })
+      })
+      cumulative += this.counts[base + UPSTREAM_BUCKETS.length]!
+      values.push({ metricName: `${this.name}_bucket`, labels: { le: '+Inf', route: route.prefix }, value: cumulative })
+      values.push({ metricName: `${this.name}_sum`, labels: { route: route.prefix }, value: this.sums[index]! })
+      values.push({ metricName: `${this.name}_count`, labels: { route: route.prefix }, value: cumulative })
+    })
+    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator }
+  }
+}
+
+export class GatewayMetrics {
+  readonly registry = new Registry()
+  /** [route index + 1 (0: none)][scope][outcome] */
+  private readonly requests: Float64Array
+  private readonly cache: Float64Array
+  /** One cell, so the collector can read it without holding `this`. */
+  private readonly invalidations = new Float64Array(1)
+  private readonly upstream: UpstreamLatency
+
+  constructor(routes: RouteMap) {
+    const requests = new Float64Array((routes.routes.length + 1) * SCOPE_LABELS.length * requestOutcomes.length)
+    const cache = new Float64Array(CACHE_CELLS.length)
+    const invalidations = this.invalidations
+    this.requests = requests
+    this.cache = cache
+    collectDefaultMetrics({ register: this.registry, prefix: 'gateway_' })
+    new Counter({
+      name: 'gateway_requests_total',
+      help: 'Requests by outcome, key scope and route prefix.',
+      labelNames: ['outcome', 'scope', 'route'] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset()
+        requests.forEach((count, cell) => {
+          if (count === 0) return
+          const outcome = cell % requestOutcomes.length
+          const scope = Math.floor(cell / requestOutcomes.length) % SCOPE_LABELS.length
+          const route = Math.floor(cell / (requestOutcomes.length * SCOPE_LABELS.length))
+          this.inc({ outcome: requestOutcomes[outcome]!, scope: SCOPE_LABELS[scope]!, route: route === 0 ? 'none' : routes.routes[route - 1]!.prefix }, count)
+        })
+      },
+    })
+    new Counter({
+      name: 'gateway_key_cache_lookups_total',
+      help: 'Key cache lookups by layer (memory, redis) and result (hit, miss, error).',
+      labelNames: ['layer', 'result'] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset()
+        CACHE_CELLS.forEach(([layer, result], cell) => this.inc({ layer, result }, cache[cell]!))
+      },
+    })
+    new Counter({
+      name: 'gateway_key_invalidations_total',
+      help: 'Invalidation messages received from the key revoker.',
+      registers: [this.registry],
+      collect() {
+        this.reset()
+        this.inc(invalidations[0]!)
+      },
+    })
+    this.upstream = new UpstreamLatency(routes)
+    // The registry asks a metric only for get() (and its name); this one answers in Histogram's shape.
+    this.registry.registerMetric(this.upstream as unknown as Histogram)
+  }
+
+  countRequest(outcome: RequestOutcome, scope: Scope | null, route: Route | null): void {
+    const routeIndex = route === null ? 0 : route.index + 1
+    this.requests[(routeIndex * SCOPE_LABELS.length + scopeIndex(scope)) * requestOutcomes.length + OUTCOME_INDEX[outcome]]! += 1
+  }
+
+  countCache(layer: CacheLayer, result: CacheResult): void {
+    const cell = layer === 'memory' ? (result === 'hit' ? 0 : 1) : result === 'hit' ? 2 : result === 'miss' ? 3 : 4
+    this.cache[cell]! += 1
+  }
+
+  countInvalidation(): void {
+    this.invalidations[0]! += 1
+  }
+
+  observeUpstream(route: Route, seconds: number): void {
+    this.upstream.observe(route.index, seconds)
+  }
+
+  text(): Promise<string> {
+    return this.registry.metrics()
+  }
+}

@@ -1,0 +1,176 @@
+/**
+ * Invariants of deploy/compose.yaml and its env file, checked by parsing (no
+ * Docker needed): two gateway replicas behind a one-shot migration job,
+ * secrets only from deploy/.env, health checks on the ports the processes
+ * listen on, and a route map whose upstreams are the compose services.
+ */
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import t from 'tap'
+import { parseRouteMap } from '@scoped/gateway/route-map'
+import { parseYamlDocument, projectRoot, readProjectFile } from './deploy-files.js'
+import { rawRoutes, routeShapes } from './route-files.js'
+
+interface ComposeService {
+  image?: string
+  build?: unknown
+  command?: string[]
+  environment?: Record<string, string | number | null> | string[]
+  env_file?: Array<string | { path: string }> | string
+  depends_on?: Record<string, { condition: string }> | string[]
+  healthcheck?: { test?: string[] | string }
+  deploy?: { replicas?: number }
+  ports?: string[]
+  volumes?: string[]
+  restart?: string
+  user?: string
+  privileged?: boolean
+  cap_drop?: string[]
+  security_opt?: string[]
+}
+
+const compose = parseYamlDocument(readProjectFile('deploy/compose.yaml'), 'deploy/compose.yaml') as {
+  services: Record<string, ComposeService>
+}
+const services = compose.services
+
+function service(name: string): ComposeService {
+  const found = services[name]
+  if (found === undefined) throw new Error(`compose has no service ${name}`)
+  return found
+}
+
+function environment(entry: ComposeService): Record<string, string> {
+  const env = entry.environment ?? {}
+  if (Array.isArray(env)) {
+    return Object.fromEntries(env.map((line) => [line.split('=')[0] ?? '', line.slice(line.indexOf('=') + 1)]))
+  }
+  return Object.fromEntries(Object.entries(env).map(([name, value]) => [name, value === null ? '' : String(value)]))
+}
+
+function envFiles(entry: ComposeService): string[] {
+  const files = entry.env_file === undefined ? [] : Array.isArray(entry.env_file) ? entry.env_file : [entry.env_file]
+  return files.map((file) => (typeof file === 'string' ? file : file.path))
+}
+
+const appServices = ['migrate', 'agency-service', 'resource-service', 'gateway']
+const longRunning: Array<[string, string, string]> = [
+  ['agency-service', 'AGENCY_SERVICE_PORT', 'AGENCY_SERVICE_HOST'],
+  ['resource-service', 'RESOURCE_SERVICE_PORT', 'RESOURCE_SERVICE_HOST'],
+  ['gateway', 'GATEWAY_ADMIN_PORT', 'GATEWAY_ADMIN_HOST'],
+]
+
+/** The variables compose.yaml itself sets; parsed from deploy/.env.example. */
+const envExample = new Map(
+  readProjectFile('deploy/.env.example')
+    .split('\n')
+    .filter((line) => /^[A-Z_]+=/.test(line))
+    .map((line): [string, string] => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
+)
+
+t.test('the stack: Postgres, Redis, migrations, both backends, the gateway', async (t) => {
+  t.same(Object.keys(services).sort(), ['agency-service', 'gateway', 'migrate', 'postgres', 'redis', 'resource-service'])
+  const images = new Set(appServices.map((name) => service(name).image))
+  t.equal(images.size, 1, 'one image for every process')
+})
+
+t.test('two gateway replicas, each with its own host ports', async (t) => {
+  const gateway = service('gateway')
+  t.equal(gateway.deploy?.replicas, 2)
+  t.ok((gateway.ports ?? []).length > 0, 'the API is published')
+  for (const port of gateway.ports ?? []) {
+    const match = /^(\d+)-(\d+):\d+$/.exec(port)
+    t.ok(match, `${port} publishes a range of host ports`)
+    if (match !== null) t.equal(Number(match[2]) - Number(match[1]) + 1, 2, `${port}: one host port per replica`)
+  }
+  t.equal(environment(gateway).REDIS_URL?.startsWith('redis://redis:'), true, 'replicas share the cache and the revocation channel')
+})
+
+t.test('migrations run once, as a job every service waits for', async (t) => {
+  const migrate = service('migrate')
+  t.same(migrate.command, ['node', 'agency-service/dist/ctl.js', 'migrate'])
+  t.equal(migrate.restart, 'no', 'a one-shot job')
+  t.same(migrate.depends_on, { postgres: { condition: 'service_healthy' } })
+  for (const name of ['agency-service', 'resource-service', 'gateway']) {
+    const dependencies = service(name).depends_on
+    t.notOk(Array.isArray(dependencies), `${name}: depends_on with conditions`)
+    if (!Array.isArray(dependencies)) {
+      t.equal(dependencies?.migrate?.condition, 'service_completed_successfully', `${name} waits for the migrations`)
+      t.equal(dependencies?.postgres?.condition, 'service_healthy', `${name} waits for Postgres`)
+    }
+  }
+})
+
+t.test('every process runs a compiled entry point that has a source file', async (t) => {
+  for (const name of appServices) {
+    const [node, entry] = service(name).command ?? []
+    t.equal(node, 'node', `${name} runs node`)
+    const source = entry?.replace(/^([a-z-]+)\/dist\/(.+)\.js$/, '$1/src/$2.ts')
+    t.ok(source !== entry && existsSync(join(projectRoot, source ?? '')), `${name}: ${entry} is compiled from ${source}`)
+  }
+})
+
+t.test('secrets come from deploy/.env only, never as literal values', async (t) => {
+  for (const [name, entry] of Object.entries(services)) {
+    for (const [variable, value] of Object.entries(environment(entry))) {
+      t.notMatch(variable, /SECRET|PASSWORD|DATABASE_URL/, `${name}: ${variable} is not set in compose.yaml`)
+      t.notMatch(value, /:\/\/[^/@]*:[^/@]*@/, `${name}: ${variable} carries no credentials`)
+    }
+  }
+  for (const name of [...appServices, 'postgres']) t.same(envFiles(service(name)), ['.env'], `${name} reads deploy/.env`)
+  t.same(envFiles(service('redis')), [], 'Redis needs no secret')
+  t.same(
+    [...envExample.keys()].sort(),
+    ['DATABASE_URL', 'POSTGRES_PASSWORD', 'TENANT_SIGNING_SECRET', 'TENANT_SIGNING_SECRET_PREVIOUS'],
+    'deploy/.env.example documents every secret',
+  )
+  for (const [variable, value] of envExample) t.equal(value, '', `${variable} has no value in the example`)
+  const ignored = readProjectFile('.gitignore').split('\n').map((line) => line.trim())
+  t.ok(ignored.includes('deploy/.env'), 'the real deploy/.env is git-ignored')
+})
+
+t.test('containers run as the unprivileged user, without capabilities', async (t) => {
+  for (const name of appServices) {
+    const entry = service(name)
+    t.equal(entry.user, '10001:10001', `${name}: numeric non-root user`)
+    t.same(entry.cap_drop, ['ALL'], `${name}: drops every capability`)
+    t.ok(entry.security_opt?.includes('no-new-privileges:true'), `${name}: no privilege escalation`)
+    t.not(entry.privileged, true, `${name}: not privileged`)
+  }
+})
+
+for (const [name, portVariable, hostVariable] of longRunning) {
+  t.test(`${name}: health check on /readyz at the port it listens on, reachable from other containers`, async (t) => {
+    const entry = service(name)
+    const env = environment(entry)
+    t.equal(env[hostVariable], '0.0.0.0', `${hostVariable} listens beyond the container's loopback`)
+    const test = Array.isArray(entry.healthcheck?.test) ? entry.healthcheck.test.join(' ') : (entry.healthcheck?.test ?? '')
+    t.match(test, `http://127.0.0.1:${env[portVariable]}/readyz`, `probes ${portVariable}=${env[portVariable]}`)
+  })
+}
+
+t.test('Postgres and Redis have health checks the others wait on', async (t) => {
+  t.ok(service('postgres').healthcheck?.test, 'Postgres health check')
+  t.ok(service('redis').healthcheck?.test, 'Redis health check')
+})
+
+t.test('the gateway reads a route map whose upstreams are the compose services', async (t) => {
+  const gateway = service('gateway')
+  const routesFile = environment(gateway).ROUTES_FILE
+  const mount = gateway.volumes?.find((volume) => volume.split(':')[1] === routesFile)
+  t.equal(mount, `./routes.compose.yaml:${routesFile}:ro`, 'ROUTES_FILE is deploy/routes.compose.yaml, mounted read-only')
+  const text = readProjectFile('deploy/routes.compose.yaml')
+  t.doesNotThrow(() => parseRouteMap(text, 'deploy/routes.compose.yaml'), 'the gateway accepts it')
+  for (const route of rawRoutes(text, 'deploy/routes.compose.yaml')) {
+    const upstream = new URL(route.upstream)
+    const target = services[upstream.hostname]
+    const listening = longRunning.find(([candidate]) => candidate === upstream.hostname)
+    t.ok(target && listening, `${route.prefix}: ${upstream.hostname} is a backend service`)
+    if (target !== undefined && listening !== undefined) {
+      t.equal(upstream.port, environment(target)[listening[1]], `${route.prefix}: the port ${upstream.hostname} listens on`)
+    }
+    t.not(upstream.hostname, 'gateway', `${route.prefix}: never routes back to the gateway`)
+  }
+  const defaults = rawRoutes(readProjectFile('deploy/routes.yaml'), 'deploy/routes.yaml')
+  t.same(routeShapes(rawRoutes(text, 'deploy/routes.compose.yaml')), routeShapes(defaults), 'the same routes as deploy/routes.yaml')
+})

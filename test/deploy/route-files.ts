@@ -1,0 +1,33 @@
+/**
+ * The routes of a route-map file as written, for the checks the gateway's own
+ * parser does not make: where each upstream points, and that every deployment's
+ * map has the same routes as the default deploy/routes.yaml.
+ */
+import { parseYamlDocument } from './deploy-files.js'
+
+export interface RawRoute {
+  prefix: string
+  scope?: string
+  auth?: string
+  upstream: string
+}
+
+export function rawRoutes(text: string, source: string): RawRoute[] {
+  const document = parseYamlDocument(text, source) as { routes?: RawRoute[] } | null
+  if (!Array.isArray(document?.routes)) throw new Error(`${source}: no routes list`)
+  return document.routes
+}
+
+/**
+ * What must not differ between deployments: the prefix, its scope or session
+ * auth, and the backend it reaches, known by its port (4001 agency-service,
+ * 4002 resource-service) since the host name differs per deployment.
+ */
+export function routeShape(route: RawRoute): string {
+  const access = route.scope !== undefined ? `scope ${route.scope}` : `auth ${route.auth ?? ''}`
+  return `${route.prefix} ${access} -> port ${new URL(route.upstream).port}`
+}
+
+export function routeShapes(routes: RawRoute[]): string[] {
+  return routes.map(routeShape).sort()
+}

@@ -1,0 +1,273 @@
+/**
+ * The console in a real browser (Debian's Chromium, driven by
+ * playwright-core), through the whole stack as processes: the gateway's HTTPS
+ * listener forwards /console (an `auth: session` route) to agency-service,
+ * and the keys made in the pages are used against the API through the same
+ * gateway. Screenshots of the key pages go to test-output/screenshots/.
+ */
+import t from 'tap'
+import type { Test } from 'tap'
+import { randomBytes } from 'node:crypto'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { chromium } from 'playwright-core'
+import type { BrowserContext, Page } from 'playwright-core'
+import { Agent, request } from 'undici'
+import type { Pool } from '@scoped/shared/db'
+import { createAgency, createSubAccount, createUser } from '@scoped/agency-service/tenants'
+import { createTestDatabase } from '../helpers/database.js'
+import { createTestRedis } from '../helpers/redis.js'
+import { makeCertificate } from '../helpers/https.js'
+import { freePort, projectRoot, startProcess } from '../helpers/processes.js'
+
+const CHROMIUM = '/usr/bin/chromium'
+const CHROMIUM_FLAGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+]
+const PASSWORD = 'a long and private passphrase'
+const screenshots = join(projectRoot, 'test-output', 'screenshots')
+
+interface Stack {
+  origin: string
+  /** GET through the gateway's HTTPS listener with an API key. */
+  api: (path: string, key: string) => Promise<{ status: number; body: unknown }>
+}
+
+async function startStack(t: Test): Promise<Stack & { pool: Pool }> {
+  const db = await createTestDatabase(t)
+  const redis = await createTestRedis(t)
+  const dir = mkdtempSync(join(tmpdir(), 'console-e2e-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const tls = await makeCertificate(dir)
+  const [gatewayPort, httpPort, adminPort, agencyPort, resourcePort] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()])
+  const routesFile = join(dir, 'routes.yaml')
+  writeFileSync(
+    routesFile,
+    `routes:
+  - prefix: /v1/agency
+    scope: AGENCY
+    upstream: http://127.0.0.1:${agencyPort}
+  - prefix: /v1/agents
+    scope: SUB-ACCOUNT
+    upstream: http://127.0.0.1:${resourcePort}
+  - prefix: /v1/contacts
+    scope: SUB-ACCOUNT
+    upstream: http://127.0.0.1:${resourcePort}
+  - prefix: /v1/calls
+    scope: SUB-ACCOUNT
+    upstream: http://127.0.0.1:${resourcePort}
+  - prefix: /console
+    auth: session
+    upstream: http://127.0.0.1:${agencyPort}
+`,
+  )
+  const common = {
+    DATABASE_URL: db.url,
+    REDIS_URL: redis.url,
+    REDIS_KEY_PREFIX: redis.prefix,
+    TENANT_SIGNING_SECRET: randomBytes(32).toString('hex'),
+    LOG_LEVEL: 'info',
+  }
+  await Promise.all([
+    startProcess(t, 'agency-service/src/main.ts', { ...common, AGENCY_SERVICE_PORT: String(agencyPort) }, /agency-service ready/, 60_000),
+    startProcess(t, 'resource-service/src/main.ts', { ...common, RESOURCE_SERVICE_PORT: String(resourcePort) }, /resource-service ready/, 60_000),
+  ])
+  await startProcess(
+    t,
+    'gateway/src/main.ts',
+    {
+      ...common,
+      GATEWAY_HOST: '127.0.0.1',
+      GATEWAY_PORT: String(gatewayPort),
+      GATEWAY_HTTP_PORT: String(httpPort),
+      GATEWAY_ADMIN_PORT: String(adminPort),
+      TLS_CERT_FILE: tls.certFile,
+      TLS_KEY_FILE: tls.keyFile,
+      ROUTES_FILE: routesFile,
+    },
+    /gateway ready/,
+    60_000,
+  )
+
+  const agent = new Agent({ connect: { ca: tls.cert, servername: 'localhost' } })
+  t.teardown(() => agent.close())
+  const origin = `https://127.0.0.1:${gatewayPort}`
+  return {
+    origin,
+    pool: db.pool,
+    api: async (path, key) => {
+      const response = await request(`${origin}${path}`, { headers: { authorization: `Bearer ${key}` }, dispatcher: agent })
+      return { status: response.statusCode, body: await response.body.json() }
+    },
+  }
+}
+
+async function launchBrowser(t: Test): Promise<BrowserContext> {
+  const profile = mkdtempSync(join(tmpdir(), 'console-chromium-'))
+  // playwright refuses --user-data-dir among the flags: a persistent context is how it takes a fresh profile directory.
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: CHROMIUM_FLAGS,
+    ignoreHTTPSErrors: true,
+    viewport: { width: 1280, height: 900 },
+  })
+  t.teardown(async () => {
+    await context.close()
+    rmSync(profile, { recursive: true, force: true })
+  })
+  return context
+}
+
+async function screenshot(page: Page, name: string): Promise<void> {
+  await page.screenshot({ path: join(screenshots, `${name}.png`), fullPage: true })
+}
+
+async function signIn(page: Page, origin: string, email: string): Promise<void> {
+  await page.goto(`${origin}/console`)
+  await page.waitForURL(`${origin}/console/sign-in`)
+  await page.getByLabel('Email').fill(email)
+  await page.getByLabel('Password').fill(PASSWORD)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.waitForURL(`${origin}/console`)
+}
+
+async function signOut(t: Test, page: Page, origin: string, protectedPath: string): Promise<void> {
+  await page.getByRole('button', { name: 'Sign out' }).click()
+  await page.waitForURL(`${origin}/console/sign-in`)
+  await page.goto(`${origin}${protectedPath}`)
+  t.equal(page.url(), `${origin}/console/sign-in`, 'after signing out, the console sends the browser back to sign in')
+}
+
+/** Creates a key on the current key page, copies it with the page's Copy button, and answers the clipboard's text. */
+async function createAndCopyKey(t: Test, page: Page, name: string, screenshotName: string): Promise<string> {
+  await page.getByLabel('Key name').fill(name)
+  await page.getByRole('button', { name: 'Create key' }).click()
+  await page.waitForURL(/\/keys\/[0-9a-f-]{36}\/created$/)
+  t.ok(await page.getByText('Copy this key now. It will not be shown again.').isVisible(), 'the warning is shown')
+  const shown = await page.getByLabel(new RegExp(`API key “${name}”`)).inputValue()
+  t.match(shown, /^sak_live_[0-9A-Za-z]{49}$/, 'the plaintext is on the page')
+  await page.getByRole('button', { name: 'Copy' }).click()
+  await page.getByText('Copied to the clipboard.').waitFor()
+  const copied = String(await page.evaluate('navigator.clipboard.readText()'))
+  t.equal(copied, shown, 'the Copy button put the key on the clipboard')
+  await screenshot(page, screenshotName)
+  await page.reload()
+  t.notOk((await page.content()).includes(copied), 'a reload does not show it again')
+  return copied
+}
+
+/** Revokes a key through its confirmation page. */
+async function revokeInPage(page: Page, name: string, screenshotName: string): Promise<void> {
+  await page.getByRole('link', { name: `Revoke ${name}` }).click()
+  await page.getByRole('heading', { name: 'Revoke API key?' }).waitFor()
+  await screenshot(page, screenshotName)
+  await page.getByRole('button', { name: 'Revoke key' }).click()
+  await page.getByText('The key was revoked.').waitFor()
+}
+
+t.test('agency owners and sub-account members manage keys in the browser, through the gateway', async (t) => {
+  mkdirSync(screenshots, { recursive: true })
+  const stack = await startStack(t)
+  const agency = await createAgency(stack.pool, 'Acme Agency')
+  const sub = await createSubAccount(stack.pool, agency.id, 'Acme West')
+  const owner = await createUser(stack.pool, { email: 'owner@acme.test', password: PASSWORD, agencyId: agency.id, role: 'owner' })
+  const member = await createUser(stack.pool, { email: 'member@acme.test', password: PASSWORD, agencyId: agency.id, role: 'member', subAccountId: sub.id })
+  t.ok(owner.id && member.id)
+
+  const context = await launchBrowser(t)
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: stack.origin })
+  const page = await context.newPage()
+  const agencyKeys = `/console/agencies/${agency.id}/keys`
+  const subKeys = `/console/sub-accounts/${sub.id}/keys`
+
+  await t.test('the owner signs in and creates an agency key that works on /v1/agency', async (t) => {
+    await page.goto(`${stack.origin}/console/sign-in`)
+    await screenshot(page, 'console-01-sign-in')
+    await signIn(page, stack.origin, 'owner@acme.test')
+    await screenshot(page, 'console-02-home')
+    await page.getByRole('link', { name: 'Agency settings: API keys' }).click()
+    await page.waitForURL(`${stack.origin}${agencyKeys}`)
+    t.ok(await page.getByRole('heading', { name: 'API keys', level: 1 }).isVisible())
+
+    const key = await createAndCopyKey(t, page, 'billing sync', 'console-03-agency-key-created')
+    const used = await stack.api('/v1/agency', key)
+    t.equal(used.status, 200, 'the copied agency key works through the gateway')
+    t.match(used.body, { success: true })
+
+    await page.goto(`${stack.origin}${agencyKeys}`)
+    t.notOk((await page.content()).includes(key), 'the list never shows the plaintext')
+    await screenshot(page, 'console-04-agency-keys')
+
+    await revokeInPage(page, 'billing sync', 'console-05-revoke-confirmation')
+    await screenshot(page, 'console-06-agency-key-revoked')
+    const after = await stack.api('/v1/agency', key)
+    t.equal(after.status, 401, 'revoked in the page: the very next request is refused')
+    t.same(after.body, { success: false, message: 'Invalid or revoked API key' })
+  })
+
+  await t.test('the owner creates a sub-account key that works on /v1/agents, then revokes it', async (t) => {
+    await page.goto(`${stack.origin}/console`)
+    await page.getByRole('link', { name: 'Acme West: sub-account settings, API keys' }).click()
+    await page.waitForURL(`${stack.origin}${subKeys}`)
+    const key = await createAndCopyKey(t, page, 'crm import', 'console-07-sub-account-key-created')
+    const used = await stack.api('/v1/agents', key)
+    t.equal(used.status, 200, 'the copied sub-account key works through the gateway')
+    t.match(used.body, { success: true, data: [] })
+
+    await page.goto(`${stack.origin}${subKeys}`)
+    await screenshot(page, 'console-08-sub-account-keys')
+    await revokeInPage(page, 'crm import', 'console-09-sub-account-revoke-confirmation')
+    const after = await stack.api('/v1/agents', key)
+    t.equal(after.status, 401)
+    t.same(after.body, { success: false, message: 'Invalid or revoked API key' })
+
+    await signOut(t, page, stack.origin, subKeys)
+  })
+
+  await t.test('a member cannot create an agency key, but manages their sub-account', async (t) => {
+    await signIn(page, stack.origin, 'member@acme.test')
+    await page.goto(`${stack.origin}${agencyKeys}`)
+    t.equal(await page.getByLabel('Key name').count(), 0, 'no create form on the agency key page')
+    t.ok(await page.getByText('Only agency owners and admins can create, revoke or delete agency API keys.').isVisible())
+    await screenshot(page, 'console-10-member-agency-keys')
+
+    // A form the page does not offer, posted from the page itself (same origin, with the session's CSRF token): the server refuses.
+    const csrf = await page.locator('input[name="csrf"]').first().inputValue()
+    const refused = page.waitForResponse((response) => response.request().method() === 'POST' && response.url().endsWith(agencyKeys))
+    // Run in the page (a string: the browser's DOM, not Node's, is the one in scope there).
+    await page.evaluate(`(() => {
+      const form = document.createElement('form')
+      form.method = 'post'
+      form.action = ${JSON.stringify(agencyKeys)}
+      for (const [name, value] of [['csrf', ${JSON.stringify(csrf)}], ['name', 'member attempt']]) {
+        const input = document.createElement('input')
+        input.type = 'hidden'
+        input.name = name
+        input.value = value
+        form.append(input)
+      }
+      document.body.append(form)
+      form.submit()
+    })()`)
+    t.equal((await refused).status(), 403, 'the server refuses a member creating an agency key')
+    await page.getByText('Only agency owners and admins can create, revoke or delete agency API keys').first().waitFor()
+    await screenshot(page, 'console-11-member-refused')
+    const { rows } = await stack.pool.query(`SELECT 1 FROM api_keys WHERE name = 'member attempt'`)
+    t.equal(rows.length, 0, 'no key was created')
+
+    await page.goto(`${stack.origin}${subKeys}`)
+    const key = await createAndCopyKey(t, page, 'member key', 'console-12-member-sub-account-key-created')
+    t.equal((await stack.api('/v1/agents', key)).status, 200, "the member's sub-account key works")
+
+    await signOut(t, page, stack.origin, subKeys)
+  })
+})

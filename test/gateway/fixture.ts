@@ -1,0 +1,125 @@
+/**
+ * The stack the gateway tests run against: a migrated test database, an own
+ * Redis prefix (or none), the echo upstream as a process, a routes file, a
+ * certificate, and gateway replicas as processes (gateway/src/main.ts).
+ */
+import { randomBytes } from 'node:crypto'
+import type { Test } from 'tap'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { KeyService } from '@scoped/agency-service/keys/key-service'
+import type { CreatedKey } from '@scoped/agency-service/keys/key-service'
+import { createAgency, createSubAccount } from '@scoped/agency-service/tenants'
+import { localOnlyInvalidator } from '@scoped/shared/key-invalidation'
+import type { TestDatabase } from '../helpers/database.js'
+import { createTestDatabase } from '../helpers/database.js'
+import type { TestRedis } from '../helpers/redis.js'
+import { createTestRedis } from '../helpers/redis.js'
+import type { HttpsClient } from '../helpers/https.js'
+import { httpsClient, makeCertificate } from '../helpers/https.js'
+import type { ProcessEnv, RunningProcess } from '../helpers/processes.js'
+import { freePort, startProcess } from '../helpers/processes.js'
+
+export interface Replica {
+  process: RunningProcess
+  client: HttpsClient
+  ports: { api: number; http: number; admin: number }
+}
+
+export interface Tenants {
+  agencyId: string
+  subAccountId: string
+  otherSubAccountId: string
+}
+
+export interface GatewayFixture {
+  db: TestDatabase
+  redis: TestRedis | null
+  secret: string
+  ca: string
+  echoPort: number
+  /** A port nothing listens on: the upstream of /v1/agents/down. */
+  downPort: number
+  echo: RunningProcess
+  keys: KeyService
+  tenants: Tenants
+  /** The environment every replica gets (before its own ports). */
+  env: ProcessEnv
+  startReplica(extra?: ProcessEnv): Promise<Replica>
+  createKey(owner: 'agency' | 'sub-account', name?: string): Promise<CreatedKey>
+  /** The environment for `ctl` against the same database and Redis prefix. */
+  ctlEnv: ProcessEnv
+}
+
+export interface FixtureOptions {
+  /** false: no REDIS_URL (a single replica without shared cache). */
+  redis?: boolean
+}
+
+export function routesYaml(echoPort: number, downPort: number): string {
+  const echo = `http://127.0.0.1:${echoPort}`
+  return `routes:
+  - { prefix: /v1/agency, scope: AGENCY, upstream: "${echo}" }
+  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "${echo}" }
+  - { prefix: /v1/contacts, scope: SUB-ACCOUNT, upstream: "${echo}" }
+  - { prefix: /v1/calls, scope: SUB-ACCOUNT, upstream: "${echo}" }
+  - { prefix: /v1/agents/down, scope: SUB-ACCOUNT, upstream: "http://127.0.0.1:${downPort}" }
+  - { prefix: /console, auth: session, upstream: "${echo}" }
+`
+}
+
+export async function gatewayFixture(t: Test, options: FixtureOptions = {}): Promise<GatewayFixture> {
+  const db = await createTestDatabase(t)
+  const redis = options.redis === false ? null : await createTestRedis(t)
+  const secret = randomBytes(32).toString('base64url')
+  const dir = t.testdir({})
+  const certificate = await makeCertificate(dir)
+  const [echoPort, downPort] = [await freePort(), await freePort()]
+  const echo = await startProcess(t, 'test/helpers/echo-upstream.ts', { ECHO_PORT: String(echoPort), TENANT_SIGNING_SECRET: secret }, /echo upstream ready/)
+  const routesFile = join(dir, 'routes.yaml')
+  writeFileSync(routesFile, routesYaml(echoPort, downPort))
+  const redisEnv: ProcessEnv = redis === null ? {} : { REDIS_URL: redis.url, REDIS_KEY_PREFIX: redis.prefix }
+  const env: ProcessEnv = {
+    DATABASE_URL: db.url,
+    ...redisEnv,
+    TENANT_SIGNING_SECRET: secret,
+    ROUTES_FILE: routesFile,
+    TLS_CERT_FILE: certificate.certFile,
+    TLS_KEY_FILE: certificate.keyFile,
+    GATEWAY_HOST: '127.0.0.1',
+    GATEWAY_UPSTREAM_TIMEOUT_MS: '1000',
+    LOG_LEVEL: 'info',
+  }
+  const keys = new KeyService(db.pool, localOnlyInvalidator)
+  const agency = await createAgency(db.pool, 'Acme')
+  const sub = await createSubAccount(db.pool, agency.id, 'Acme West')
+  const otherSub = await createSubAccount(db.pool, agency.id, 'Acme East')
+  const tenants = { agencyId: agency.id, subAccountId: sub.id, otherSubAccountId: otherSub.id }
+
+  return {
+    db,
+    redis,
+    secret,
+    ca: certificate.cert,
+    echoPort,
+    downPort,
+    echo,
+    keys,
+    tenants,
+    env,
+    ctlEnv: { DATABASE_URL: db.url, ...redisEnv },
+    async startReplica(extra = {}) {
+      const ports = { api: await freePort(), http: await freePort(), admin: await freePort() }
+      const process = await startProcess(
+        t,
+        'gateway/src/main.ts',
+        { ...env, GATEWAY_PORT: String(ports.api), GATEWAY_HTTP_PORT: String(ports.http), GATEWAY_ADMIN_PORT: String(ports.admin), ...extra },
+        /gateway ready/,
+      )
+      return { process, client: httpsClient(t, ports.api, certificate.cert), ports }
+    },
+    createKey(owner, name = 'test key') {
+      return keys.create(owner === 'agency' ? { scope: 'AGENCY', agencyId: agency.id } : { scope: 'SUB-ACCOUNT', subAccountId: sub.id }, name, 'test')
+    },
+  }
+}

@@ -1,0 +1,69 @@
+import t from 'tap'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { createLogger } from '@scoped/shared/logger'
+import { BatchingDestination } from '@scoped/gateway/log-destination'
+import { parseRouteMap } from '@scoped/gateway/route-map'
+import { GatewayMetrics } from '@scoped/gateway/metrics'
+import { createRequestLogger, isoTime, logRequest } from '@scoped/gateway/request-log'
+
+t.test('isoTime formats exactly as Date.toISOString, across seconds and milliseconds', async (t) => {
+  const realNow = Date.now
+  t.teardown(() => (Date.now = realNow))
+  for (const at of [0, 7, 42, 999, 1_000, 1_795_310_436_001, 1_795_310_436_010, 1_795_310_436_100, 1_795_310_436_999, 1_795_310_437_000, 4_102_444_799_999]) {
+    Date.now = () => at
+    t.equal(isoTime(), `,"time":"${new Date(at).toISOString()}"`, String(at))
+  }
+})
+
+t.test('BatchingDestination: lines leave in batches, in order; flush and flushSync send the rest', async (t) => {
+  const written: string[] = []
+  let synced = 0
+  const destination = new BatchingDestination({ write: (text) => written.push(text), flushSync: () => synced++ }, 20, 60_000)
+  t.teardown(() => destination.stop())
+  destination.write('aaaaaaaaa\n')
+  t.same(written, [], 'held below the batch size')
+  destination.write('bbbbbbbbbbb\n')
+  t.same(written, ['aaaaaaaaa\nbbbbbbbbbbb\n'], 'one write for the batch')
+  destination.write('c\n')
+  destination.flush()
+  t.same(written.at(-1), 'c\n')
+  destination.write('d\n')
+  destination.flushSync()
+  t.same(written.at(-1), 'd\n')
+  t.equal(synced, 1)
+  destination.flush()
+  t.equal(written.length, 3, 'nothing to flush, nothing written')
+})
+
+t.test('the request line: the fields, no credentials, a key-shaped path masked', async (t) => {
+  const lines: string[] = []
+  const destination = { write: (line: string) => void lines.push(line) }
+  const log = createRequestLogger('info', destination)
+  const routes = parseRouteMap('routes:\n  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "http://127.0.0.1:1" }\n', 'x')
+  const metrics = new GatewayMetrics(routes)
+  const request = {
+    id: 'r-1',
+    method: 'GET',
+    raw: { url: '/v1/agents/sak_live_abcdefABCDEF012345?api_key=sak_live_x' },
+    gatewayTarget: { path: '/v1/agents/sak_live_abcdefABCDEF012345', query: 'api_key=sak_live_x' },
+    gatewayRoute: routes.routes[0],
+    gatewayOutcome: 'forwarded',
+    gatewayTenant: { scope: 'SUB-ACCOUNT', agencyId: 'a', subAccountId: 's', keyId: 'k' },
+    headers: { authorization: 'Bearer sak_live_secret' },
+  } as unknown as FastifyRequest
+  logRequest(log, metrics, request, { statusCode: 200, elapsedTime: 1.23456 } as FastifyReply)
+  const line = JSON.parse(lines[0]!) as Record<string, unknown>
+  t.match(line, { level: 30, service: 'gateway', msg: 'request', reqId: 'r-1', method: 'GET', route: '/v1/agents', outcome: 'forwarded', keyId: 'k', scope: 'SUB-ACCOUNT', agencyId: 'a', subAccountId: 's', status: 200, ms: 1.235 })
+  t.equal(line['path'], '/v1/agents/sak_live_[redacted]')
+  t.notOk(lines[0]!.includes('sak_live_abcdef') || lines[0]!.includes('api_key') || lines[0]!.includes('secret'))
+
+  const refused = { ...request, gatewayOutcome: 'missing', gatewayTenant: null, gatewayRoute: null, gatewayTarget: null, raw: { url: '/v1/x/..?q=1' } } as unknown as FastifyRequest
+  logRequest(log, metrics, refused, { statusCode: 401, elapsedTime: 0.5 } as FastifyReply)
+  const second = JSON.parse(lines[1]!) as Record<string, unknown>
+  t.same([second['outcome'], second['path'], 'keyId' in second, 'route' in second], ['missing', '/v1/x/..', false, false], 'absent fields are left out; no query')
+
+  // Every other line keeps the full shared redaction.
+  const full: string[] = []
+  createLogger('gateway', 'info', { write: (line: string) => void full.push(line) }).info({ err: { authorization: 'Bearer sak_live_secret' } }, 'x')
+  t.notOk(full[0]!.includes('sak_live_secret'))
+})
