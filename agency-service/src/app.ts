@@ -31,7 +31,10 @@ export interface AgencyAppDeps {
 
 export async function buildAgencyApp(deps: AgencyAppDeps): Promise<FastifyInstance> {
   const now = deps.now ?? (() => new Date())
-  const app = Fastify(backendServerOptions(deps.logger))
+  // The forwarded client address is trusted: only the gateway reaches this service, and it replaces any
+  // x-forwarded-for a caller sends with the single address it saw,
+  // so the console's per-client sign-in throttle counts real clients, not the gateway.
+  const app = Fastify({ ...backendServerOptions(deps.logger), trustProxy: true })
   await app.register(errorEnvelopePlugin)
   await app.register(closeConnectionsWhenStopping)
   await app.register(tenantVerifier, { secrets: deps.signingSecrets, now: () => now().getTime() / 1000, unsignedRoutes: UNSIGNED_ROUTES })

@@ -123,6 +123,12 @@ export async function registerProxy(app: FastifyInstance, deps: ProxyDeps): Prom
     stripCallerHeaders(headers, true)
     withoutBodyHeaders(request, headers)
     headers['x-request-id'] = request.id
+    // The console throttles sign-ins per client and checks the origin of its forms: it needs the
+    // caller's address and host as the gateway saw them, never what the caller claims in these headers.
+    headers['x-forwarded-for'] = request.socket.remoteAddress ?? ''
+    headers['x-forwarded-host'] = request.headers.host ?? ''
+    headers['x-forwarded-proto'] = 'https'
+    if (headers.forwarded !== undefined) headers.forwarded = undefined
     return headers
   }
 

@@ -6,7 +6,8 @@ import { signTenantHeaders } from '@scoped/shared/tenant-signature'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
 import { buildAgencyApp } from '@scoped/agency-service/app'
 import { createTestDatabase } from '../helpers/database.js'
-import { createWorld, signedIn } from './console-harness.js'
+import { ConsoleClient, createWorld, signedIn } from './console-harness.js'
+import { MAX_FAILURES_PER_CLIENT } from '@scoped/agency-service/console/sign-in-throttle'
 
 const SECRET = 's'.repeat(40)
 
@@ -39,4 +40,15 @@ t.test('agency-service serves the console under /console, unsigned, and keeps /v
     payload: 'name=x',
   })
   t.equal(form.statusCode, 415, 'the API takes no form bodies: the console parser is not registered there')
+})
+
+t.test('behind the gateway, the sign-in throttle counts the client the gateway saw (x-forwarded-for), not the gateway', async (t) => {
+  const db = await createTestDatabase(t)
+  const app = await buildAgencyApp({ pool: db.pool, keys: new KeyService(db.pool, localOnlyInvalidator), logger: pino({ level: 'silent' }), signingSecrets: [SECRET] })
+  t.teardown(() => app.close())
+  const world = await createWorld(db.pool)
+  // Spread over many emails so that only the per-client limit can bite.
+  for (let i = 0; i < MAX_FAILURES_PER_CLIENT; i++) await new ConsoleClient(app, '198.51.100.20').signIn(`nobody-${i}@example.test`, 'wrong password')
+  t.equal((await new ConsoleClient(app, '198.51.100.20').signIn(world.owner.email)).statusCode, 429, 'that client is throttled')
+  t.equal((await new ConsoleClient(app, '198.51.100.21').signIn(world.owner.email)).statusCode, 303, 'another client behind the same gateway is not')
 })

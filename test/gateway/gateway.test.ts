@@ -206,10 +206,22 @@ t.test('hostile paths are refused with 400 and never forwarded', async (t) => {
 
 t.test('console routes (auth: session): no key, cookies forwarded, no tenant headers, no credentials', async (t) => {
   const response = await client.request('/console/keys?sub_account_id=x', {
-    headers: { cookie: 'session=abc', 'x-tenant-scope': 'AGENCY', 'x-tenant-signature': 'f'.repeat(64), authorization: 'Bearer whatever' },
+    headers: {
+      cookie: 'session=abc',
+      'x-tenant-scope': 'AGENCY',
+      'x-tenant-signature': 'f'.repeat(64),
+      authorization: 'Bearer whatever',
+      'x-forwarded-for': '203.0.113.7',
+      'x-forwarded-host': 'evil.example',
+      forwarded: 'for=203.0.113.7',
+    },
   })
   t.equal(response.status, 200)
   const echo = response.json as Echo
+  t.equal(echo.headers['x-forwarded-for'], '127.0.0.1', 'the client address is the one the gateway saw, not the one claimed')
+  t.match(echo.headers['x-forwarded-host'], /^(localhost|127\.0\.0\.1):\d+$/, 'the host the caller addressed')
+  t.equal(echo.headers['x-forwarded-proto'], 'https')
+  t.notOk(echo.headers.forwarded, 'a caller-sent Forwarded header is dropped')
   t.equal(echo.url, '/console/keys?sub_account_id=x', 'the console query is the console backend’s business')
   t.equal(echo.headers.cookie, 'session=abc')
   t.equal(echo.tenant, null)
