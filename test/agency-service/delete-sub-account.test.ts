@@ -4,34 +4,13 @@
  * key: every gateway replica has dropped them before the DELETE answers.
  */
 import t from 'tap'
-import type { Test } from 'tap'
-import { Redis } from 'ioredis'
 import type { Pool } from '@scoped/shared/db'
 import { hashKey } from '@scoped/shared/keys'
 import { lookupKeyByHash } from '@scoped/shared/key-lookup'
-import { acknowledgeInvalidation, parseInvalidationMessage, redisNames } from '@scoped/shared/key-invalidation'
-import type { TestRedis } from '../helpers/redis.js'
+import { redisNames } from '@scoped/shared/key-invalidation'
+import { standInReplica } from '../helpers/invalidation.js'
 import { startAgencyService } from './fixture.js'
 import { INVALIDATION_FAILED_MESSAGE } from '@scoped/agency-service/routes/sub-accounts'
-
-/** A stand-in for one gateway replica: records the hashes it was told to drop, and acknowledges. */
-async function gatewayReplica(t: Test, redis: TestRedis): Promise<string[]> {
-  const subscriber = new Redis(redis.url)
-  const commands = new Redis(redis.url)
-  t.teardown(() => {
-    subscriber.disconnect()
-    commands.disconnect()
-  })
-  const dropped: string[] = []
-  subscriber.on('message', (_channel: string, text: string) => {
-    const message = parseInvalidationMessage(text)
-    if (message === undefined) return
-    dropped.push(...message.hashes)
-    void acknowledgeInvalidation(commands, redis.prefix, message, 'test-replica')
-  })
-  await subscriber.subscribe(redisNames(redis.prefix).channel)
-  return dropped
-}
 
 async function seedResources(pool: Pool, subAccountId: string): Promise<void> {
   await pool.query(
@@ -53,7 +32,7 @@ async function resourceCounts(pool: Pool, subAccountId: string): Promise<number[
 
 t.test('deleting a sub-account removes its resources and keys, and gateways drop the keys before it answers', async (t) => {
   const { db, redis, keys, acme } = await startAgencyService(t)
-  const dropped = await gatewayReplica(t, redis)
+  const dropped = await standInReplica(t, redis.url, redis.prefix)
   const doomed = (await acme.post('/v1/agency/sub-accounts', { name: 'Doomed' })).item['id']!
   const kept = (await acme.post('/v1/agency/sub-accounts', { name: 'Kept' })).item['id']!
   for (const id of [doomed, kept]) await seedResources(db.pool, id)

@@ -5,14 +5,14 @@
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import t from 'tap'
-import { Redis } from 'ioredis'
 import { hashKey } from '@scoped/shared/keys'
 import { lookupKeyByHash } from '@scoped/shared/key-lookup'
-import { acknowledgeInvalidation, localOnlyInvalidator, parseInvalidationMessage, redisNames } from '@scoped/shared/key-invalidation'
+import { localOnlyInvalidator } from '@scoped/shared/key-invalidation'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
 import { createAgency, createSubAccount } from '@scoped/agency-service/tenants'
 import { createTestDatabase } from '../helpers/database.js'
 import { createTestRedis } from '../helpers/redis.js'
+import { standInReplica } from '../helpers/invalidation.js'
 import { childEnv, freePort, projectRoot, startProcess, tsNodeArgs } from '../helpers/processes.js'
 import type { ProcessEnv } from '../helpers/processes.js'
 import { agencyTenant, tenantClient } from '../helpers/signed-request.js'
@@ -53,20 +53,7 @@ t.test('serves signed requests, invalidates over Redis, and exits 0 on SIGTERM',
   const key = await new KeyService(db.pool, localOnlyInvalidator).create({ scope: 'SUB-ACCOUNT', subAccountId: sub.id }, 'crm', 'test')
 
   // A stand-in gateway replica on this run's Redis prefix.
-  const subscriber = new Redis(redis.url)
-  const commands = new Redis(redis.url)
-  t.teardown(() => {
-    subscriber.disconnect()
-    commands.disconnect()
-  })
-  const dropped: string[] = []
-  subscriber.on('message', (_channel: string, text: string) => {
-    const message = parseInvalidationMessage(text)
-    if (message === undefined) return
-    dropped.push(...message.hashes)
-    void acknowledgeInvalidation(commands, redis.prefix, message, 'test-replica')
-  })
-  await subscriber.subscribe(redisNames(redis.prefix).channel)
+  const dropped = await standInReplica(t, redis.url, redis.prefix)
 
   const port = await freePort()
   const service = await startProcess(

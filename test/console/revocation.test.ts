@@ -1,45 +1,16 @@
 import t from 'tap'
-import type { Test } from 'tap'
-import { Redis } from 'ioredis'
 import { hashKey } from '@scoped/shared/keys'
-import { acknowledgeInvalidation, parseInvalidationMessage, RedisKeyInvalidator, redisNames } from '@scoped/shared/key-invalidation'
-import { connectRedis, createRedis } from '@scoped/shared/redis'
+import { RedisKeyInvalidator, redisNames } from '@scoped/shared/key-invalidation'
+import { createRedis } from '@scoped/shared/redis'
 import { createTestRedis } from '../helpers/redis.js'
+import { standInReplica, testInvalidator } from '../helpers/invalidation.js'
 import { freePort } from '../helpers/processes.js'
 import { createKeyThroughConsole, createWorld, csrfToken, signedIn, startConsole } from './console-harness.js'
 
-/** A stand-in for one gateway replica: records the hashes it was told to drop, and acknowledges unless told not to. */
-async function replica(t: Test, url: string, prefix: string, acknowledge: boolean): Promise<string[]> {
-  const subscriber = new Redis(url)
-  const commands = new Redis(url)
-  t.teardown(() => {
-    subscriber.disconnect()
-    commands.disconnect()
-  })
-  const dropped: string[] = []
-  subscriber.on('message', (_channel: string, text: string) => {
-    const message = parseInvalidationMessage(text)
-    if (message === undefined) return
-    dropped.push(...message.hashes)
-    if (acknowledge) void acknowledgeInvalidation(commands, prefix, message, 'replica')
-  })
-  await subscriber.subscribe(redisNames(prefix).channel)
-  return dropped
-}
-
-async function invalidator(t: Test, url: string, prefix: string, ackTimeoutMs?: number): Promise<RedisKeyInvalidator> {
-  const commands = createRedis(url, 'console-test-commands')
-  const blocking = createRedis(url, 'console-test-blocking', { blocking: true })
-  await Promise.all([connectRedis(commands), connectRedis(blocking)])
-  const result = new RedisKeyInvalidator(commands, blocking, prefix, ackTimeoutMs)
-  t.teardown(() => result.close())
-  return result
-}
-
 t.test('revoke and delete from the console invalidate every gateway replica before the page answers', async (t) => {
   const redis = await createTestRedis(t)
-  const dropped = await replica(t, redis.url, redis.prefix, true)
-  const { app, pool } = await startConsole(t, await invalidator(t, redis.url, redis.prefix))
+  const dropped = await standInReplica(t, redis.url, redis.prefix)
+  const { app, pool } = await startConsole(t, await testInvalidator(t, redis.url, redis.prefix))
   const world = await createWorld(pool)
   const owner = await signedIn(app, world.owner.email)
   const keysPath = `/console/agencies/${world.agencyId}/keys`
@@ -62,8 +33,8 @@ t.test('revoke and delete from the console invalidate every gateway replica befo
 
 t.test('a replica that does not confirm in time is reported on the page', async (t) => {
   const redis = await createTestRedis(t)
-  await replica(t, redis.url, redis.prefix, false)
-  const { app, pool } = await startConsole(t, await invalidator(t, redis.url, redis.prefix, 200))
+  await standInReplica(t, redis.url, redis.prefix, false)
+  const { app, pool } = await startConsole(t, await testInvalidator(t, redis.url, redis.prefix, 200))
   const world = await createWorld(pool)
   const owner = await signedIn(app, world.owner.email)
   const keysPath = `/console/sub-accounts/${world.subAccountId}/keys`
