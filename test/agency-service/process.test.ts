@@ -2,7 +2,6 @@
  * agency-service as the process operators run: configuration checked once
  * at start, a "ready" line, key invalidation over Redis, exit 0 on SIGTERM.
  */
-import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import { hashKey } from '@scoped/shared/keys'
@@ -13,22 +12,12 @@ import { createAgency, createSubAccount } from '@scoped/agency-service/tenants'
 import { createTestDatabase } from '../helpers/database.js'
 import { createTestRedis } from '../helpers/redis.js'
 import { standInReplica } from '../helpers/invalidation.js'
-import { childEnv, freePort, projectRoot, startProcess, tsNodeArgs } from '../helpers/processes.js'
+import { freePort, runToExit, startProcess } from '../helpers/processes.js'
 import type { ProcessEnv } from '../helpers/processes.js'
 import { agencyTenant, tenantClient } from '../helpers/signed-request.js'
 
 const entry = 'agency-service/src/main.ts'
 const secret = randomBytes(24).toString('hex')
-
-function runToExit(env: ProcessEnv): Promise<{ status: number | null; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...tsNodeArgs, entry], { cwd: projectRoot, env: childEnv(env), stdio: ['ignore', 'ignore', 'pipe'] })
-    let stderr = ''
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-    child.on('error', reject)
-    child.on('close', (status) => resolve({ status, stderr }))
-  })
-}
 
 t.test('a bad configuration stops the process with one line naming the variable', async (t) => {
   const base = { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none', TENANT_SIGNING_SECRET: secret, AGENCY_SERVICE_PORT: '0' }
@@ -38,7 +27,7 @@ t.test('a bad configuration stops the process with one line naming the variable'
     ['a bad Redis URL', { ...base, REDIS_URL: 'http://127.0.0.1:6379' }, /^agency-service: invalid configuration: REDIS_URL: must use redis/],
   ]
   for (const [name, env, expected] of cases) {
-    const result = await runToExit(env)
+    const result = await runToExit(entry, env)
     t.equal(result.status, 1, name)
     t.match(result.stderr, expected, name)
     t.notMatch(result.stderr, secret, `${name}: the secret is never printed`)

@@ -110,3 +110,14 @@ export function startProcess(t: Teardown, entry: string, env: ProcessEnv, ready:
     })
   })
 }
+
+/** Runs `entry` until it exits by itself (a start that must fail, say); answers its status and stderr. */
+export function runToExit(entry: string, env: ProcessEnv): Promise<{ status: number | null; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...tsNodeArgs, entry], { cwd: projectRoot, env: childEnv(env), stdio: ['ignore', 'ignore', 'pipe'] })
+    let stderr = ''
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
+    child.on('error', reject)
+    child.on('close', (status) => resolve({ status, stderr }))
+  })
+}

@@ -3,29 +3,18 @@
  * at start, migrations applied at start (safely by several at once), a
  * "ready" line, and SIGTERM that finishes the request in flight and exits 0.
  */
-import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { setTimeout as delay } from 'node:timers/promises'
 import t from 'tap'
 import pg from 'pg'
 import { createAgency, createSubAccount } from '@scoped/agency-service/tenants'
 import { createTestDatabase, serverUrl } from '../helpers/database.js'
-import { childEnv, freePort, projectRoot, startProcess, tsNodeArgs } from '../helpers/processes.js'
+import { freePort, runToExit, startProcess } from '../helpers/processes.js'
 import type { ProcessEnv } from '../helpers/processes.js'
 import { request, subAccountTenant } from '../helpers/signed-request.js'
 
 const entry = 'resource-service/src/main.ts'
 const secret = randomBytes(24).toString('hex')
-
-function runToExit(env: ProcessEnv): Promise<{ status: number | null; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...tsNodeArgs, entry], { cwd: projectRoot, env: childEnv(env), stdio: ['ignore', 'ignore', 'pipe'] })
-    let stderr = ''
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-    child.on('error', reject)
-    child.on('close', (status) => resolve({ status, stderr }))
-  })
-}
 
 t.test('a bad configuration stops the process with one line naming the variable', async (t) => {
   const base = { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none', TENANT_SIGNING_SECRET: secret, RESOURCE_SERVICE_PORT: '0' }
@@ -36,7 +25,7 @@ t.test('a bad configuration stops the process with one line naming the variable'
     ['a bad database URL', { ...base, DATABASE_URL: 'mysql://x' }, /^resource-service: invalid configuration: DATABASE_URL: must use postgres/],
   ]
   for (const [name, env, expected] of cases) {
-    const result = await runToExit(env)
+    const result = await runToExit(entry, env)
     t.equal(result.status, 1, name)
     t.match(result.stderr, expected, name)
     t.notMatch(result.stderr, secret, `${name}: the secret is never printed`)
