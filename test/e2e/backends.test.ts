@@ -5,80 +5,25 @@
  * sub-account through the API makes its keys fail on the very next request,
  * on every replica.
  */
-import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import t from 'tap'
 import type { Test } from 'tap'
 import { localOnlyInvalidator } from '@scoped/shared/key-invalidation'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
 import { createAgency, createSubAccount } from '@scoped/agency-service/tenants'
-import { createTestDatabase } from '../helpers/database.js'
-import { createTestRedis } from '../helpers/redis.js'
 import type { HttpsClient, HttpsResponse } from '../helpers/https.js'
-import { httpsClient, makeCertificate } from '../helpers/https.js'
-import { freePort, startProcess } from '../helpers/processes.js'
+import { httpsClient } from '../helpers/https.js'
+import { startStack } from '../helpers/stack.js'
 
-const STARTUP_MS = 60_000
-
-interface Stack {
+interface BackendsStack {
   replicas: HttpsClient[]
   keys: KeyService
   agencyA: { id: string; key: string; west: string; westKey: string; east: string; eastKey: string }
   agencyB: { id: string; key: string; north: string; northKey: string }
 }
 
-async function startStack(t: Test): Promise<Stack> {
-  const db = await createTestDatabase(t)
-  const redis = await createTestRedis(t)
-  const dir = mkdtempSync(join(tmpdir(), 'backends-e2e-'))
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  const tls = await makeCertificate(dir)
-  const [agencyPort, resourcePort] = [await freePort(), await freePort()]
-  const routesFile = join(dir, 'routes.yaml')
-  writeFileSync(
-    routesFile,
-    `routes:
-  - { prefix: /v1/agency, scope: AGENCY, upstream: "http://127.0.0.1:${agencyPort}" }
-  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "http://127.0.0.1:${resourcePort}" }
-  - { prefix: /v1/contacts, scope: SUB-ACCOUNT, upstream: "http://127.0.0.1:${resourcePort}" }
-  - { prefix: /v1/calls, scope: SUB-ACCOUNT, upstream: "http://127.0.0.1:${resourcePort}" }
-  - { prefix: /console, auth: session, upstream: "http://127.0.0.1:${agencyPort}" }
-`,
-  )
-  const common = {
-    DATABASE_URL: db.url,
-    REDIS_URL: redis.url,
-    REDIS_KEY_PREFIX: redis.prefix,
-    TENANT_SIGNING_SECRET: randomBytes(32).toString('hex'),
-    LOG_LEVEL: 'info',
-  }
-  await Promise.all([
-    startProcess(t, 'agency-service/src/main.ts', { ...common, AGENCY_SERVICE_PORT: String(agencyPort) }, /agency-service ready/, STARTUP_MS),
-    startProcess(t, 'resource-service/src/main.ts', { ...common, RESOURCE_SERVICE_PORT: String(resourcePort) }, /resource-service ready/, STARTUP_MS),
-  ])
-  const replicas: HttpsClient[] = []
-  for (let i = 0; i < 2; i++) {
-    const [api, http, admin] = [await freePort(), await freePort(), await freePort()]
-    await startProcess(
-      t,
-      'gateway/src/main.ts',
-      {
-        ...common,
-        GATEWAY_HOST: '127.0.0.1',
-        GATEWAY_PORT: String(api),
-        GATEWAY_HTTP_PORT: String(http),
-        GATEWAY_ADMIN_PORT: String(admin),
-        TLS_CERT_FILE: tls.certFile,
-        TLS_KEY_FILE: tls.keyFile,
-        ROUTES_FILE: routesFile,
-      },
-      /gateway ready/,
-      STARTUP_MS,
-    )
-    replicas.push(httpsClient(t, api, tls.cert))
-  }
+async function startBackendsStack(t: Test): Promise<BackendsStack> {
+  const { db, gatewayPorts, cert } = await startStack(t, 2)
+  const replicas = gatewayPorts.map((port) => httpsClient(t, port, cert))
 
   // Keys are made as the operator would; creating one never needs to invalidate anything.
   const keys = new KeyService(db.pool, localOnlyInvalidator)
@@ -115,7 +60,7 @@ function call(client: HttpsClient, method: 'GET' | 'POST' | 'PATCH' | 'DELETE', 
 }
 
 t.test('the backends through the gateway', async (t) => {
-  const stack = await startStack(t)
+  const stack = await startBackendsStack(t)
   const [one, two] = stack.replicas as [HttpsClient, HttpsClient]
   const { agencyA, agencyB } = stack
 

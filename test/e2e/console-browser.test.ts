@@ -7,8 +7,7 @@
  */
 import t from 'tap'
 import type { Test } from 'tap'
-import { randomBytes } from 'node:crypto'
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { chromium } from 'playwright-core'
@@ -16,10 +15,8 @@ import type { BrowserContext, Page } from 'playwright-core'
 import { Agent, request } from 'undici'
 import type { Pool } from '@scoped/shared/db'
 import { createAgency, createSubAccount, createUser } from '@scoped/agency-service/tenants'
-import { createTestDatabase } from '../helpers/database.js'
-import { createTestRedis } from '../helpers/redis.js'
-import { makeCertificate } from '../helpers/https.js'
-import { freePort, projectRoot, startProcess } from '../helpers/processes.js'
+import { projectRoot } from '../helpers/processes.js'
+import { startStack } from '../helpers/stack.js'
 
 const CHROMIUM = '/usr/bin/chromium'
 const CHROMIUM_FLAGS = [
@@ -35,67 +32,16 @@ const CHROMIUM_FLAGS = [
 const PASSWORD = 'a long and private passphrase'
 const screenshots = join(projectRoot, 'test-output', 'screenshots')
 
-interface Stack {
+interface ConsoleStack {
   origin: string
   /** GET through the gateway's HTTPS listener with an API key. */
   api: (path: string, key: string) => Promise<{ status: number; body: unknown }>
 }
 
-async function startStack(t: Test): Promise<Stack & { pool: Pool }> {
-  const db = await createTestDatabase(t)
-  const redis = await createTestRedis(t)
-  const dir = mkdtempSync(join(tmpdir(), 'console-e2e-'))
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  const tls = await makeCertificate(dir)
-  const [gatewayPort, httpPort, adminPort, agencyPort, resourcePort] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()])
-  const routesFile = join(dir, 'routes.yaml')
-  writeFileSync(
-    routesFile,
-    `routes:
-  - prefix: /v1/agency
-    scope: AGENCY
-    upstream: http://127.0.0.1:${agencyPort}
-  - prefix: /v1/agents
-    scope: SUB-ACCOUNT
-    upstream: http://127.0.0.1:${resourcePort}
-  - prefix: /v1/contacts
-    scope: SUB-ACCOUNT
-    upstream: http://127.0.0.1:${resourcePort}
-  - prefix: /v1/calls
-    scope: SUB-ACCOUNT
-    upstream: http://127.0.0.1:${resourcePort}
-  - prefix: /console
-    auth: session
-    upstream: http://127.0.0.1:${agencyPort}
-`,
-  )
-  const common = {
-    DATABASE_URL: db.url,
-    REDIS_URL: redis.url,
-    REDIS_KEY_PREFIX: redis.prefix,
-    TENANT_SIGNING_SECRET: randomBytes(32).toString('hex'),
-    LOG_LEVEL: 'info',
-  }
-  await Promise.all([
-    startProcess(t, 'agency-service/src/main.ts', { ...common, AGENCY_SERVICE_PORT: String(agencyPort) }, /agency-service ready/, 60_000),
-    startProcess(t, 'resource-service/src/main.ts', { ...common, RESOURCE_SERVICE_PORT: String(resourcePort) }, /resource-service ready/, 60_000),
-  ])
-  await startProcess(
-    t,
-    'gateway/src/main.ts',
-    {
-      ...common,
-      GATEWAY_HOST: '127.0.0.1',
-      GATEWAY_PORT: String(gatewayPort),
-      GATEWAY_HTTP_PORT: String(httpPort),
-      GATEWAY_ADMIN_PORT: String(adminPort),
-      TLS_CERT_FILE: tls.certFile,
-      TLS_KEY_FILE: tls.keyFile,
-      ROUTES_FILE: routesFile,
-    },
-    /gateway ready/,
-    60_000,
-  )
+async function startConsoleStack(t: Test): Promise<ConsoleStack & { pool: Pool }> {
+  const { db, gatewayPorts, cert } = await startStack(t)
+  const gatewayPort = gatewayPorts[0]!
+  const tls = { cert }
 
   const agent = new Agent({ connect: { ca: tls.cert, servername: 'localhost' } })
   t.teardown(() => agent.close())
@@ -176,7 +122,7 @@ async function revokeInPage(page: Page, name: string, screenshotName: string): P
 
 t.test('agency owners and sub-account members manage keys in the browser, through the gateway', async (t) => {
   mkdirSync(screenshots, { recursive: true })
-  const stack = await startStack(t)
+  const stack = await startConsoleStack(t)
   const agency = await createAgency(stack.pool, 'Acme Agency')
   const sub = await createSubAccount(stack.pool, agency.id, 'Acme West')
   const owner = await createUser(stack.pool, { email: 'owner@acme.test', password: PASSWORD, agencyId: agency.id, role: 'owner' })
