@@ -41,9 +41,7 @@ interface ConsoleStack {
 async function startConsoleStack(t: Test): Promise<ConsoleStack & { pool: Pool }> {
   const { db, gatewayPorts, cert } = await startStack(t)
   const gatewayPort = gatewayPorts[0]!
-  const tls = { cert }
-
-  const agent = new Agent({ connect: { ca: tls.cert, servername: 'localhost' } })
+  const agent = new Agent({ connect: { ca: cert, servername: 'localhost' } })
   t.teardown(() => agent.close())
   const origin = `https://127.0.0.1:${gatewayPort}`
   return {
