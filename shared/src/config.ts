@@ -99,8 +99,12 @@ export function readRedisKeyPrefix(env: Env): string {
   return value
 }
 
-/** Where the embedded Postgres of `npm start` listens; also the default DATABASE_URL. */
-export const EMBEDDED_POSTGRES_PORT = 55432
+/**
+ * Where the embedded Postgres of `npm start` listens; also the default
+ * DATABASE_URL. Below Linux's ephemeral port range (32768-60999), so no
+ * outgoing connection or port-0 listener can be holding it.
+ */
+export const EMBEDDED_POSTGRES_PORT = 25432
 export const EMBEDDED_DATABASE_URL = `postgresql://postgres@127.0.0.1:${EMBEDDED_POSTGRES_PORT}/postgres`
 
 export interface DatabaseSetting {

@@ -63,7 +63,7 @@ t.test('npm start runs the whole stack with no configuration', async (t) => {
   process.kill(-stack.pid!, 'SIGINT')
   const { code, signal } = await exited
   t.ok(code === 0 || signal === 'SIGINT', `npm start ends on Ctrl-C (code ${code}, signal ${signal})`)
-  for (const port of [8443, 8080, 9090, 4001, 4002, 55432]) {
+  for (const port of [8443, 8080, 9090, 4001, 4002, 25432]) {
     t.equal(await closedWithin(port, 20_000), true, `nothing is left listening on ${port}`)
   }
   t.match(output, /stopping…/)
