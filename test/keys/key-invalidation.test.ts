@@ -8,8 +8,9 @@ import {
   redisNames,
 } from '@scoped/shared/key-invalidation'
 import type { InvalidationMessage } from '@scoped/shared/key-invalidation'
-import { createRedis, connectRedis } from '@scoped/shared/redis'
+import { createRedis } from '@scoped/shared/redis'
 import { createTestRedis } from '../helpers/redis.js'
+import { testInvalidator } from '../helpers/invalidation.js'
 
 const hashA = 'a'.repeat(64)
 const hashB = 'b'.repeat(64)
@@ -38,11 +39,7 @@ t.test('the revoker writes terminal markers, publishes, and waits for every repl
   const names = redisNames(redis.prefix)
   const one = await replica(t, redis.url, redis.prefix, true)
   const two = await replica(t, redis.url, redis.prefix, true)
-  const commands = createRedis(redis.url, 'test-commands')
-  const blocking = createRedis(redis.url, 'test-blocking', { blocking: true })
-  await Promise.all([connectRedis(commands), connectRedis(blocking)])
-  const invalidator = new RedisKeyInvalidator(commands, blocking, redis.prefix)
-  t.teardown(() => invalidator.close())
+  const invalidator = await testInvalidator(t, redis.url, redis.prefix)
 
   // A gateway had cached the key as active; the marker must replace it.
   await redis.client.set(names.cacheEntry(hashA), JSON.stringify({ status: 'active' }))
@@ -64,11 +61,7 @@ t.test('a replica that does not acknowledge is reported, not waited on forever',
   const redis = await createTestRedis(t)
   await replica(t, redis.url, redis.prefix, true)
   await replica(t, redis.url, redis.prefix, false)
-  const commands = createRedis(redis.url, 'test-commands')
-  const blocking = createRedis(redis.url, 'test-blocking', { blocking: true })
-  await Promise.all([connectRedis(commands), connectRedis(blocking)])
-  const invalidator = new RedisKeyInvalidator(commands, blocking, redis.prefix, 300)
-  t.teardown(() => invalidator.close())
+  const invalidator = await testInvalidator(t, redis.url, redis.prefix, 300)
   t.same(await invalidator.invalidate([{ hash: hashA, state: 'revoked' }]), { subscribers: 2, acknowledged: 1 })
 })
 
