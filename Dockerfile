@@ -6,7 +6,8 @@
 # The build stage compiles TypeScript; the runtime stage holds production
 # dependencies and compiled JavaScript only, and runs as an unprivileged user.
 
-FROM node:20-slim AS build
+# Node 24 LTS; the code also runs on Node 20.19+ and 22.13+ (package.json engines).
+FROM node:24-slim AS build
 WORKDIR /app
 # Manifests first, so the dependency layer is reused until the lockfile changes.
 COPY package.json package-lock.json tsconfig.json ./
@@ -21,7 +22,7 @@ COPY agency-service/src agency-service/src
 COPY resource-service/src resource-service/src
 RUN npx tsc -b
 
-FROM node:20-slim AS runtime
+FROM node:24-slim AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 # A named user with a fixed numeric id: Kubernetes' runAsNonRoot can only
@@ -42,8 +43,14 @@ COPY --from=build /app/shared/dist shared/dist
 COPY --from=build /app/gateway/dist gateway/dist
 COPY --from=build /app/agency-service/dist agency-service/dist
 COPY --from=build /app/resource-service/dist resource-service/dist
+# The console's stylesheet and script, served as files; agency-service finds them at ../../assets/ from dist/console.
+COPY agency-service/assets agency-service/assets
 COPY shared/migrations shared/migrations
+# The list of common passwords that ctl user create refuses (shared/data/README.md).
+COPY shared/data shared/data
 COPY deploy/routes.yaml deploy/routes.yaml
+# The API description the gateway serves at /openapi.json (npm run openapi writes it).
+COPY deploy/openapi.json deploy/openapi.json
 # The code stays root-owned and read-only for the process. .data is the one
 # writable place: the gateway writes its development certificate there when
 # TLS_CERT_FILE and TLS_KEY_FILE are unset.

@@ -1,211 +1,201 @@
 /**
- * `npm run bench`: the gateway against a bare @fastify/http-proxy and the
- * backend alone, measured in one run on this machine.
+ * `npm run bench`: the gateway against a bare @fastify/http-proxy, nginx and
+ * the upstream alone, measured in one run on this machine (issue 11). Steps,
+ * each in a file of scripts/bench/:
  *
- * All three serve the same small GET /v1/agents answer from the same
- * upstream process. The bare proxy and the gateway both terminate TLS with
- * the same certificate; the gateway also authenticates a (warm) API key,
- * checks its scope, strips and signs tenant headers, logs a line per request
- * and counts metrics. Rounds alternate between the two proxies so drift of
- * the machine hits both alike. Printed: throughput, latency, memory, and the
- * ratios that the targets are about:
- *   - gateway / bare proxy throughput  ≥ 0.95
- *   - gateway peak RSS / bare proxy peak RSS  ≤ 1.5
+ * 1. million-keys.ts: BENCH_KEYS rows in api_keys, the plan of the lookup
+ *    statement and 2 000 lookups of unknown keys straight through pg;
+ * 2. rounds.ts: warm-key throughput and latency of every target, rounds
+ *    interleaved, with CPU per request, RSS and (gateway) store round trips;
+ * 3. cold-paths.ts: first use of keys held only by Redis, or only by Postgres;
+ * 4. soak.ts: the gateway's RSS over BENCH_SOAK_SECONDS at full load;
+ * 5. flood.ts: its RSS and negative cache under BENCH_FLOOD_KEYS unknown keys.
  *
- * Needs Redis (REDIS_URL, default redis://127.0.0.1:6379) so that a warm key
- * costs no round trip, and Postgres (DATABASE_URL, default: a temporary
- * database on postgres://postgres@127.0.0.1:5432).
+ * Progress goes to stderr; the report (Markdown) to stdout, and the whole run
+ * as JSON to bench-results/<ISO time>.json. The exit status is 0 whether or
+ * not the targets are met; non-zero only when the benchmark itself fails.
+ * Needs Postgres (DATABASE_URL names the server; a temporary database is made
+ * and dropped) and Redis (REDIS_URL, default redis://127.0.0.1:6379; a fresh
+ * key prefix, removed at the end).
  */
-import { spawn } from 'node:child_process'
-import type { ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { generate } from 'selfsigned'
-import pg from 'pg'
-import { Redis } from 'ioredis'
 import { createPool } from '@scoped/shared/db'
+import { generateKey } from '@scoped/shared/keys'
 import { migrate } from '@scoped/shared/migrate'
-import { localOnlyInvalidator } from '@scoped/shared/key-invalidation'
-import { KeyService } from '@scoped/agency-service/keys/key-service'
-import { createAgency, createSubAccount } from '@scoped/agency-service/tenants'
-import { runLoad } from './bench/load.js'
-import type { LoadResult } from './bench/load.js'
+import { COLD_KEYS, coldPaths } from './bench/cold-paths.js'
+import { certificate, clearPrefix, connectRedis, createTenant, insertKeys, temporaryDatabase } from './bench/fixtures.js'
+import { flood } from './bench/flood.js'
+import type { GatewaySetup } from './bench/gateway.js'
+import { startGateway } from './bench/gateway.js'
+import type { Target } from './bench/measure.js'
+import { millionKeys } from './bench/million-keys.js'
+import { findNginx, startNginx } from './bench/nginx.js'
+import { machine } from './bench/proc-stats.js'
+import type { Started } from './bench/processes.js'
+import { freePort, startNode } from './bench/processes.js'
+import type { Settings } from './bench/report.js'
+import { buildReport, markdown, writeJson } from './bench/report.js'
+import { runRounds, warmUp } from './bench/rounds.js'
+import { SOAK_WARM_UP_SECONDS, soak } from './bench/soak.js'
+import { BARE, GATEWAY } from './bench/summary.js'
 
-const root = fileURLToPath(new URL('..', import.meta.url))
-const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 3)
-const SECONDS = Number(process.env['BENCH_SECONDS'] ?? 5)
-const CONNECTIONS = Number(process.env['BENCH_CONNECTIONS'] ?? 32)
-
-const children: ChildProcess[] = []
-process.on('exit', () => children.forEach((child) => child.kill('SIGKILL')))
-
-function start(args: string[], env: NodeJS.ProcessEnv, ready: RegExp): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [...process.execArgv, ...args], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
-  children.push(child)
-  let output = ''
-  return new Promise((resolve, reject) => {
-    const onData = (chunk: Buffer): void => {
-      output = (output + chunk.toString()).slice(-8192)
-      if (ready.test(output)) {
-        child.stdout!.off('data', onData)
-        child.stderr!.off('data', onData)
-        // Keep draining: a full pipe would stall the process under load.
-        child.stdout!.resume()
-        child.stderr!.resume()
-        resolve(child)
-      }
-    }
-    child.stdout!.on('data', onData)
-    child.stderr!.on('data', onData)
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}:\n${output}`)))
-  })
+function whole(name: string, fallback: number, min: number): number {
+  const text = process.env[name]?.trim()
+  if (text === undefined || text === '') return fallback
+  if (!/^[0-9]+$/.test(text) || Number(text) < min) throw new Error(`${name} must be a whole number of at least ${min}, got ${JSON.stringify(text)}`)
+  return Number(text)
 }
 
-async function port(): Promise<number> {
-  const { createServer } = await import('node:net')
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === 'object' && address !== null ? address.port : 0))
-    })
-  })
-}
-
-/** Resident memory of a process, in MiB, from /proc. */
-function rssMiB(child: ChildProcess): number {
-  const status = readFileSync(`/proc/${child.pid}/status`, 'utf8')
-  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0)
-  return kb / 1024
-}
-
-async function database(): Promise<{ url: string; drop: () => Promise<void> }> {
-  if (process.env['DATABASE_URL']) return { url: process.env['DATABASE_URL'], drop: async () => undefined }
-  const server = 'postgres://postgres@127.0.0.1:5432/postgres'
-  const name = `sak_bench_${randomBytes(4).toString('hex')}`
-  const admin = new pg.Client({ connectionString: server })
-  await admin.connect().catch((error: unknown) => {
-    throw new Error(`the benchmark needs Postgres: set DATABASE_URL or run one on 127.0.0.1:5432 (${String(error)})`, { cause: error })
-  })
-  await admin.query(`CREATE DATABASE ${name}`)
-  await admin.end()
+function readSettings(): Settings {
+  const connections = whole('BENCH_CONNECTIONS', 50, 1)
   return {
-    url: server.replace(/\/postgres$/, `/${name}`),
-    drop: async () => {
-      const client = new pg.Client({ connectionString: server })
-      await client.connect()
-      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-      await client.end()
-    },
+    rounds: whole('BENCH_ROUNDS', 3, 1),
+    seconds: whole('BENCH_SECONDS', 5, 1),
+    connections,
+    soakSeconds: whole('BENCH_SOAK_SECONDS', 60, 1),
+    keys: whole('BENCH_KEYS', 1_000_000, 0),
+    // 1.2 × the negative cache's bound: enough to fill it and see it hold. A million
+    // (BENCH_FLOOD_KEYS=1000000) takes a quarter of an hour or more on a 2-core machine.
+    floodKeys: whole('BENCH_FLOOD_KEYS', 120_000, 1),
+    floodConnections: Math.max(100, 2 * connections),
+    coldKeys: COLD_KEYS,
   }
 }
 
-function line(name: string, result: LoadResult, rss: number): string {
-  const ok = result.statuses[200] ?? 0
-  return `${name.padEnd(14)} ${result.perSecond.toFixed(0).padStart(7)} req/s   p50 ${result.p50Ms.toFixed(2).padStart(6)} ms   p99 ${result.p99Ms.toFixed(2).padStart(6)} ms   rss ${rss.toFixed(0).padStart(4)} MiB   200s ${ok}/${result.requests}`
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)] ?? 0
+function progress(text: string): void {
+  process.stderr.write(`bench: ${text}\n`)
 }
 
 async function main(): Promise<void> {
+  const settings = readSettings()
+  const startedAt = new Date().toISOString()
+  const host = machine()
+  const notes: string[] = []
   const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379'
-  const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 })
-  await redis.connect().catch((error: unknown) => {
-    throw new Error(`the benchmark needs Redis: set REDIS_URL or run one on 127.0.0.1:6379 (${String(error)})`, { cause: error })
-  })
-  const prefix = `sak-bench-${randomBytes(4).toString('hex')}:`
-  const db = await database()
+  const redis = await connectRedis(redisUrl)
+  const redisPrefix = `sak-bench-${randomBytes(4).toString('hex')}:`
+  const db = await temporaryDatabase()
   const work = mkdtempSync(join(tmpdir(), 'sak-bench-'))
+  const running: Started[] = []
+  const pool = createPool(db.url, { max: 2, applicationName: 'bench' })
   try {
     await migrate(db.url)
-    const pool = createPool(db.url, { max: 2 })
-    const agency = await createAgency(pool, 'Bench Agency')
-    const sub = await createSubAccount(pool, agency.id, 'Bench Sub-account')
-    const { key } = await new KeyService(pool, localOnlyInvalidator).create({ scope: 'SUB-ACCOUNT', subAccountId: sub.id }, 'bench', 'bench')
-    await pool.end()
+    const tenant = await createTenant(pool)
+    const warmKey = generateKey()
+    await insertKeys(pool, tenant, [warmKey], 'bench warm key')
 
-    const pems = await generate([{ name: 'commonName', value: 'localhost' }], { keySize: 2048, algorithm: 'sha256' })
-    const certFile = join(work, 'cert.pem')
-    const keyFile = join(work, 'key.pem')
-    writeFileSync(certFile, pems.cert)
-    writeFileSync(keyFile, pems.private, { mode: 0o600 })
+    progress(`inserting ${settings.keys} keys into api_keys, then 2 000 lookups of unknown keys`)
+    const million = await millionKeys(db.url, tenant, settings.keys)
 
-    const [upstreamPort, barePort, gatewayPort, httpPort, adminPort] = await Promise.all([port(), port(), port(), port(), port()])
+    const tls = await certificate(work)
+    const [upstreamPort, barePort, nginxPort] = [await freePort(), await freePort(), await freePort()]
     const routesFile = join(work, 'routes.yaml')
     writeFileSync(routesFile, `routes:\n  - prefix: /v1/agents\n    scope: SUB-ACCOUNT\n    upstream: http://127.0.0.1:${upstreamPort}\n`)
-
-    const upstream = await start(['scripts/bench/upstream.ts', String(upstreamPort)], {}, /upstream ready/)
-    const bare = await start(['scripts/bench/bare-proxy.ts', String(barePort), String(upstreamPort), certFile, keyFile], {}, /bare proxy ready/)
-    const gateway = await start(
-      ['gateway/src/main.ts'],
-      {
-        DATABASE_URL: db.url,
-        REDIS_URL: redisUrl,
-        REDIS_KEY_PREFIX: prefix,
-        TENANT_SIGNING_SECRET: randomBytes(32).toString('hex'),
-        ROUTES_FILE: routesFile,
-        TLS_CERT_FILE: certFile,
-        TLS_KEY_FILE: keyFile,
-        GATEWAY_HOST: '127.0.0.1',
-        GATEWAY_PORT: String(gatewayPort),
-        GATEWAY_HTTP_PORT: String(httpPort),
-        GATEWAY_ADMIN_PORT: String(adminPort),
-        LOG_LEVEL: 'info',
-      },
-      /gateway ready/,
+    const upstream = await startNode('upstream', 'scripts/bench/upstream.ts', [String(upstreamPort)], {}, /upstream ready/)
+    running.push(upstream)
+    const bare = await startNode(
+      BARE,
+      'scripts/bench/bare-proxy.ts',
+      [String(barePort), String(upstreamPort), tls.certFile, tls.keyFile],
+      {},
+      /bare proxy ready/,
     )
-
-    const auth = { authorization: `Bearer ${key}` }
-    const targets = {
-      backend: { url: `http://127.0.0.1:${upstreamPort}/v1/agents`, headers: {}, child: upstream },
-      'bare proxy': { url: `https://127.0.0.1:${barePort}/v1/agents`, headers: {}, child: bare },
-      gateway: { url: `https://127.0.0.1:${gatewayPort}/v1/agents`, headers: auth, child: gateway },
+    running.push(bare)
+    const setup: GatewaySetup = {
+      databaseUrl: db.url,
+      redisUrl,
+      redisPrefix,
+      signingSecret: randomBytes(32).toString('hex'),
+      routesFile,
+      ...tls,
+      // For the flood: a random X-Forwarded-For per request, believed from 127.0.0.1, and no throttle stop.
+      env: { GATEWAY_AUTH_FAILURE_LIMIT: '1000000', GATEWAY_TRUSTED_PROXIES: '127.0.0.1' },
     }
-    process.stdout.write(`benchmark: ${ROUNDS} rounds × ${SECONDS} s per target, ${CONNECTIONS} keep-alive connections, GET /v1/agents\n\n`)
-    // Warm-up: JIT, connection pools, and the key into the gateway's caches.
-    for (const target of Object.values(targets)) await runLoad(target.url, target.headers, 1_000, CONNECTIONS)
+    const gateway = await startGateway(GATEWAY, setup)
+    running.push(gateway)
 
-    const rates: Record<string, number[]> = { backend: [], 'bare proxy': [], gateway: [] }
-    const peakRss: Record<string, number> = { backend: 0, 'bare proxy': 0, gateway: 0 }
-    for (let round = 1; round <= ROUNDS; round++) {
-      const order = round % 2 === 1 ? (['backend', 'bare proxy', 'gateway'] as const) : (['gateway', 'bare proxy', 'backend'] as const)
-      for (const name of order) {
-        const target = targets[name]
-        const result = await runLoad(target.url, target.headers, SECONDS * 1000, CONNECTIONS)
-        const rss = rssMiB(target.child)
-        peakRss[name] = Math.max(peakRss[name]!, rss)
-        if ((result.statuses[200] ?? 0) !== result.requests) throw new Error(`${name} answered other than 200: ${JSON.stringify(result.statuses)}`)
-        rates[name]!.push(result.perSecond)
-        process.stdout.write(`round ${round}  ${line(name, result, rss)}\n`)
+    const gatewayTarget: Target = {
+      name: GATEWAY,
+      origin: gateway.apiUrl,
+      headers: { authorization: `Bearer ${warmKey}` },
+      pid: gateway.pid,
+      metricsUrl: gateway.metricsUrl,
+    }
+    const targets: Target[] = [
+      { name: 'upstream alone', origin: `http://127.0.0.1:${upstreamPort}`, headers: {}, pid: upstream.pid },
+      { name: BARE, origin: `https://127.0.0.1:${barePort}`, headers: {}, pid: bare.pid },
+    ]
+    const nginxBinary = findNginx()
+    if (nginxBinary === null) notes.push('nginx is not installed (apt-get install -y nginx): its row is skipped.')
+    else {
+      const nginx = await startNginx(nginxBinary, join(work, 'nginx'), nginxPort, upstreamPort, tls).catch((error: unknown) => {
+        notes.push(`nginx (${nginxBinary}) did not start, its row is skipped: ${error instanceof Error ? error.message : String(error)}`)
+        return null
+      })
+      if (nginx !== null) {
+        running.push(nginx)
+        targets.push({ name: 'nginx', origin: `https://127.0.0.1:${nginxPort}`, headers: {}, pid: nginx.pid })
       }
     }
+    targets.push(gatewayTarget)
 
-    const throughput = median(rates['gateway']!) / median(rates['bare proxy']!)
-    const memory = peakRss['gateway']! / peakRss['bare proxy']!
-    process.stdout.write('\n')
-    process.stdout.write(`median req/s       backend ${median(rates['backend']!).toFixed(0)}   bare proxy ${median(rates['bare proxy']!).toFixed(0)}   gateway ${median(rates['gateway']!).toFixed(0)}\n`)
-    process.stdout.write(`gateway / bare proxy throughput   ${throughput.toFixed(3)}   (target ≥ 0.95)  ${throughput >= 0.95 ? 'met' : 'NOT MET'}\n`)
-    process.stdout.write(`gateway / bare proxy peak RSS     ${memory.toFixed(3)}   (target ≤ 1.5)   ${memory <= 1.5 ? 'met' : 'NOT MET'}\n`)
-    process.stdout.write(`gateway / backend alone throughput ${(median(rates['gateway']!) / median(rates['backend']!)).toFixed(3)}\n`)
+    progress(`warming up ${targets.map((t) => t.name).join(', ')}`)
+    await warmUp(targets, Math.min(2, settings.seconds), settings.connections)
+    progress(`${settings.rounds} rounds × ${targets.length} targets × ${settings.seconds} s, ${settings.connections} connections`)
+    const rounds = await runRounds(targets, settings.rounds, settings.seconds, settings.connections, (sample) =>
+      progress(
+        `round ${sample.round} ${sample.target.padEnd(14)} ${sample.load.perSecond.toFixed(0).padStart(6)} req/s  p99 ${sample.load.p99Ms.toFixed(2)} ms  ${JSON.stringify(sample.load.statuses)}`,
+      ),
+    )
+
+    progress(`cold paths: ${COLD_KEYS} Redis-only keys (warmed by a second replica) and ${COLD_KEYS} Postgres-only keys`)
+    const cold = await coldPaths(pool, tenant, gatewayTarget, () => startGateway('warming replica', setup))
+
+    progress(`soak: ${settings.soakSeconds} s at full load, after ${SOAK_WARM_UP_SECONDS} s of it`)
+    const soaked = await soak(gatewayTarget, settings.soakSeconds, settings.connections)
+
+    progress(`flood: ${settings.floodKeys} distinct unknown keys over ${settings.floodConnections} connections`)
+    const flooded = await flood(gatewayTarget, settings.floodKeys, settings.floodConnections)
+
+    const report = buildReport({
+      startedAt,
+      finishedAt: new Date().toISOString(),
+      machine: host,
+      settings,
+      notes,
+      rounds,
+      million,
+      cold,
+      soak: soaked,
+      flood: flooded,
+    })
+    const file = writeJson(report)
+    process.stdout.write(markdown(report, file))
   } finally {
-    for (const child of children) child.kill('SIGTERM')
-    rmSync(work, { recursive: true, force: true })
-    const keys = await redis.keys(`${prefix}*`)
-    if (keys.length > 0) await redis.del(...keys)
+    // Each step of the clean-up is tried whatever happened before it, and never hides the run's own error.
+    const attempt = (what: string, step: () => unknown): Promise<void> =>
+      Promise.resolve()
+        .then(step)
+        .then(
+          () => undefined,
+          (error: unknown) => progress(`clean-up: ${what} failed: ${String(error)}`),
+        )
+    await attempt('stopping processes', () => Promise.all(running.map((child) => child.stop())))
+    await attempt('closing the pool', () => pool.end())
+    await attempt('removing the work directory', () => rmSync(work, { recursive: true, force: true }))
+    await attempt('removing the Redis keys', () => clearPrefix(redis, redisPrefix))
     redis.disconnect()
-    await db.drop()
+    await attempt('dropping the database', () => db.drop())
   }
 }
 
 main().then(
   () => process.exit(0),
   (error: unknown) => {
-    process.stderr.write(`bench: ${error instanceof Error ? error.message : String(error)}\n`)
+    process.stderr.write(`bench: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`)
     process.exit(1)
   },
 )

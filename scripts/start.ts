@@ -133,6 +133,7 @@ async function main(): Promise<void> {
   say('')
   say('The stack is running.')
   say(`  API (HTTPS)        https://localhost:${gatewayPort}/v1/…   (development certificate: curl -k, or --cacert .data/dev-tls/cert.pem)`)
+  say(`  API reference      https://localhost:${gatewayPort}/docs   (OpenAPI 3.1: /openapi.json)`)
   say(`  console            https://localhost:${gatewayPort}/console/`)
   say(`  plain HTTP         http://localhost:${httpPort}   (rejects every request)`)
   say(`  operations         http://127.0.0.1:${adminPort}/healthz  /readyz  /metrics`)

@@ -1,50 +1,83 @@
 /**
- * The agency-service application: /v1/agency and /v1/agency/sub-accounts
- * for AGENCY callers, trusting only requests the gateway signed. Plugins are
+ * The agency-service application: /v1/agency, /v1/agency/sub-accounts
+ * (with their keys) and /v1/agency/audit-events for AGENCY callers,
+ * trusting only requests the gateway signed. Plugins are
  * registered here, one line each; the console (its own sessions, unsigned)
  * lives under /console.
  */
 import Fastify from 'fastify'
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
-import { backendServerOptions, closeConnectionsWhenStopping, HEALTH_ROUTES, healthRoutes } from '@scoped/shared/backend-server'
+import { apiDocumentPlugin } from '@scoped/shared/api-document'
+import { backendServerOptions, closeConnectionsWhenStopping, HEALTH_ROUTES, healthRoutes, withTls } from '@scoped/shared/backend-server'
+import type { BackendTls } from '@scoped/shared/backend-server'
 import type { Pool } from '@scoped/shared/db'
 import { errorEnvelopePlugin } from '@scoped/shared/error-envelope-plugin'
 import { requireTenantScope, tenantVerifier } from '@scoped/shared/tenant-verifier'
+import type { SigningSecret } from '@scoped/shared/tenant-signature'
+import { AGENCY_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
 import { CONSOLE_PREFIX, consolePlugin } from './console/index.js'
 import type { KeyService } from './keys/key-service.js'
 import { agencyRoutes } from './routes/agency.js'
+import { auditEventRoutes } from './routes/audit-events.js'
+import { subAccountKeyRoutes } from './routes/sub-account-keys.js'
 import { subAccountRoutes } from './routes/sub-accounts.js'
 
 /** Routes that authenticate their own callers (or none) instead of the gateway's signature. */
-export const UNSIGNED_ROUTES = [...HEALTH_ROUTES, '/console'] as const
+export const UNSIGNED_ROUTES = [...HEALTH_ROUTES, CONSOLE_PREFIX] as const
 
 export interface AgencyAppDeps {
   pool: Pool
   keys: KeyService
   logger: Logger
-  /** TENANT_SIGNING_SECRET, then TENANT_SIGNING_SECRET_PREVIOUS when set. */
-  signingSecrets: readonly string[]
+  /** This service's audience secrets (readAudienceSecrets): the current one, then the previous one during a rotation. */
+  signingSecrets: readonly SigningSecret[]
   /** The clock; tests move it. */
   now?: () => Date
+  /** MAC secret of the console's device cookie (readConsoleDeviceSecret); one per process when absent. */
+  consoleDeviceSecret?: Buffer
+  /** Certificate and key to listen with TLS (AGENCY_SERVICE_TLS_CERT_FILE / _KEY_FILE); plain HTTP when absent. */
+  https?: BackendTls
+}
+
+/** Trusts the immediate peer (hop 0, the gateway) and nothing behind it. */
+export function trustGatewayHop(_address: string, hop: number): boolean {
+  return hop === 0
 }
 
 export async function buildAgencyApp(deps: AgencyAppDeps): Promise<FastifyInstance> {
   const now = deps.now ?? (() => new Date())
-  // The forwarded client address is trusted: only the gateway reaches this service, and it replaces any
-  // x-forwarded-for a caller sends with the single address it saw,
-  // so the console's per-client sign-in throttle counts real clients, not the gateway.
-  const app = Fastify({ ...backendServerOptions(deps.logger), trustProxy: true })
+  // Exactly one proxy hop is trusted, the gateway (only it reaches this service): request.ip is the
+  // rightmost x-forwarded-for address, the one the gateway set (it replaces whatever a caller sent with
+  // the single client address it derived), never an address further left in a chain a caller wrote.
+  // So the console's per-client sign-in throttle counts real clients, not the gateway. (A hop count,
+  // `trustProxy: 1`, would trust nothing in Fastify 5: it cannot vouch for the peer.)
+  const app = Fastify(withTls({ ...backendServerOptions(deps.logger), trustProxy: trustGatewayHop }, deps.https))
   await app.register(errorEnvelopePlugin)
+  // Before any route: it records each route's schemas for the API description (npm run openapi).
+  await app.register(apiDocumentPlugin, { service: 'agency-service', scope: 'AGENCY' })
   await app.register(closeConnectionsWhenStopping)
-  await app.register(tenantVerifier, { secrets: deps.signingSecrets, now: () => now().getTime() / 1000, unsignedRoutes: UNSIGNED_ROUTES })
+  await app.register(tenantVerifier, {
+    audience: AGENCY_SERVICE_AUDIENCE,
+    secrets: deps.signingSecrets,
+    now: () => now().getTime() / 1000,
+    unsignedRoutes: UNSIGNED_ROUTES,
+  })
   await app.register(healthRoutes, { pool: deps.pool })
-  await app.register(consolePlugin, { prefix: CONSOLE_PREFIX, pool: deps.pool, keys: deps.keys, now })
+  await app.register(consolePlugin, {
+    prefix: CONSOLE_PREFIX,
+    pool: deps.pool,
+    keys: deps.keys,
+    now,
+    ...(deps.consoleDeviceSecret === undefined ? {} : { deviceSecret: deps.consoleDeviceSecret }),
+  })
   await app.register(
     async (v1) => {
       v1.addHook('onRequest', requireTenantScope('AGENCY'))
       await v1.register(agencyRoutes, { pool: deps.pool })
       await v1.register(subAccountRoutes, { pool: deps.pool, keys: deps.keys })
+      await v1.register(subAccountKeyRoutes, { pool: deps.pool, keys: deps.keys })
+      await v1.register(auditEventRoutes, { pool: deps.pool })
     },
     { prefix: '/v1' },
   )

@@ -1,7 +1,11 @@
 /** agency-service configuration, read and validated once at start. */
 import type { Env, LogLevel } from '@scoped/shared/config'
+import { readKeyCacheSecret } from '@scoped/shared/secrets'
 import { readDatabaseUrl, readHost, readLogLevel, readPort, readRedisKeyPrefix, readRedisUrl } from '@scoped/shared/config'
-import { readTenantSigningSecrets } from '@scoped/shared/tenant-verifier'
+import { readAudienceSecrets, readConsoleDeviceSecret } from '@scoped/shared/secrets'
+import { readBackendTls } from '@scoped/shared/backend-server'
+import type { BackendTls } from '@scoped/shared/backend-server'
+import { AGENCY_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
 
 export interface AgencyServiceConfig {
   host: string
@@ -10,8 +14,17 @@ export interface AgencyServiceConfig {
   /** Where gateway key caches are invalidated; unset means a single gateway without a shared cache. */
   redisUrl: string | undefined
   redisKeyPrefix: string
-  /** TENANT_SIGNING_SECRET, then TENANT_SIGNING_SECRET_PREVIOUS when set. */
-  signingSecrets: readonly string[]
+  /** Authenticates what this service writes to the Redis key cache (KEY_CACHE_SECRET, or derived from TENANT_SIGNING_SECRET). */
+  keyCacheSecret: Buffer | undefined
+  /**
+   * This backend's own signing secrets: AGENCY_SERVICE_SIGNING_SECRET (else derived from TENANT_SIGNING_SECRET),
+   * then AGENCY_SERVICE_SIGNING_SECRET_PREVIOUS (else derived from TENANT_SIGNING_SECRET_PREVIOUS) during a rotation.
+   */
+  signingSecrets: readonly Buffer[]
+  /** MAC secret of the console's device cookie (CONSOLE_DEVICE_SECRET, or derived). */
+  consoleDeviceSecret: Buffer
+  /** AGENCY_SERVICE_TLS_CERT_FILE / AGENCY_SERVICE_TLS_KEY_FILE: listen with TLS; plain HTTP when unset. */
+  tls: BackendTls | undefined
   logLevel: LogLevel
 }
 
@@ -22,7 +35,10 @@ export function readAgencyServiceConfig(env: Env): Readonly<AgencyServiceConfig>
     databaseUrl: readDatabaseUrl(env).url,
     redisUrl: readRedisUrl(env),
     redisKeyPrefix: readRedisKeyPrefix(env),
-    signingSecrets: readTenantSigningSecrets(env),
+    keyCacheSecret: readKeyCacheSecret(env),
+    signingSecrets: readAudienceSecrets(env, AGENCY_SERVICE_AUDIENCE),
+    consoleDeviceSecret: readConsoleDeviceSecret(env),
+    tls: readBackendTls(env, 'AGENCY_SERVICE'),
     logLevel: readLogLevel(env),
   })
 }

@@ -11,12 +11,16 @@ import type { Env } from '@scoped/shared/config'
 import { createPool } from '@scoped/shared/db'
 import type { Pool } from '@scoped/shared/db'
 import { ApiError, errorEnvelope } from '@scoped/shared/errors'
-import { migrate } from '@scoped/shared/migrate'
-import { KeyService } from './keys/key-service.js'
+import { migrate, migrateOrWait } from '@scoped/shared/migrate'
+import { requireDuration } from '@scoped/shared/durations'
+import { requireIsoTime } from '@scoped/shared/validation'
+import { KeyService, MAX_GRACE_SECONDS } from './keys/key-service.js'
 import type { KeyOwner } from './keys/key-service.js'
-import { createAgency, createSubAccount, createUser } from './tenants.js'
+import { TenantStore } from './tenants.js'
 import { createKeyInvalidator } from './invalidator.js'
-import { localOnlyInvalidator } from '@scoped/shared/key-invalidation'
+import { readKeyCacheSecret } from '@scoped/shared/secrets'
+import { grantLogin } from './db-logins.js'
+import { readPassword } from './password-prompt.js'
 
 class UsageError extends Error {}
 
@@ -26,9 +30,13 @@ const USAGE = `usage: ctl <command>
   sub-account create --agency A --name N
   user create --email E --agency A --role owner|admin|member [--sub-account S]   (password on stdin)
   key create --agency A --name N | key create --sub-account S --name N
+      [--expires-in D | --expires-at ISO] [--allow-cidr C]...     (D: an integer and s, m, h or d: 90d)
   key list --agency A | key list --sub-account S
+  key roll K [--grace D]                                         (K works until now + D; at once without --grace)
+  key update K (--allow-cidr C)... | key update K --allow-any
   key revoke K
-  key delete K`
+  key delete K
+  db grant-login --role scoped_gateway|scoped_resource|scoped_agency --user U   (password on stdin; as the migrating role)`
 
 const options = {
   name: { type: 'string' },
@@ -36,9 +44,19 @@ const options = {
   'sub-account': { type: 'string' },
   email: { type: 'string' },
   role: { type: 'string' },
+  'expires-in': { type: 'string' },
+  'expires-at': { type: 'string' },
+  'allow-cidr': { type: 'string', multiple: true },
+  'allow-any': { type: 'boolean' },
+  grace: { type: 'string' },
+  user: { type: 'string' },
 } as const satisfies ParseArgsConfig['options']
 
-type Flags = { [K in keyof typeof options]?: string }
+type OptionName = keyof typeof options
+type StringFlag = {
+  [K in OptionName]: (typeof options)[K]['type'] extends 'string' ? ((typeof options)[K] extends { multiple: true } ? never : K) : never
+}[OptionName]
+type Flags = { [K in StringFlag]?: string } & { 'allow-cidr'?: string[]; 'allow-any'?: boolean }
 
 function parse(argv: string[]): { words: string[]; flags: Flags } {
   try {
@@ -49,7 +67,7 @@ function parse(argv: string[]): { words: string[]; flags: Flags } {
   }
 }
 
-function required(flags: Flags, name: keyof Flags): string {
+function required(flags: Flags, name: StringFlag): string {
   const value = flags[name]
   if (value === undefined) throw new UsageError(`--${name} is required`)
   return value
@@ -62,15 +80,28 @@ function keyOwner(flags: Flags): KeyOwner {
   throw new UsageError('--agency or --sub-account is required')
 }
 
-async function readStdin(): Promise<string> {
-  if (process.stdin.isTTY) process.stderr.write('password: ')
-  const chunks: Buffer[] = []
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
-  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '')
+/** The longest --expires-in: 100 years. */
+const MAX_EXPIRY_SECONDS = 36_500 * 86_400
+
+/** The expiry asked for with --expires-in or --expires-at, or null. */
+function expiryOf(flags: Flags): Date | null {
+  if (flags['expires-in'] !== undefined && flags['expires-at'] !== undefined) throw new UsageError('give --expires-in or --expires-at, not both')
+  if (flags['expires-in'] !== undefined) return new Date(Date.now() + requireDuration(flags['expires-in'], '--expires-in', 1, MAX_EXPIRY_SECONDS) * 1000)
+  if (flags['expires-at'] !== undefined) return requireIsoTime(flags['expires-at'], '--expires-at')
+  return null
 }
 
-/** Who did it, for the audit trail; a container may run under a uid that has no account name. */
-function operatorName(): string {
+/**
+ * Who did it, for the audit trail: CTL_ACTOR (the operator's name, so that
+ * operators sharing one container account are told apart), else the OS
+ * account; a container may run under a uid that has no account name.
+ */
+function operatorName(env: Env): string {
+  const named = env['CTL_ACTOR']?.trim()
+  if (named !== undefined && named !== '') {
+    if (!/^[\p{L}\p{N} ._@+-]{1,100}$/u.test(named)) throw new UsageError('CTL_ACTOR must be 1 to 100 letters, digits, spaces or . _ @ + -')
+    return named
+  }
   try {
     return userInfo().username
   } catch {
@@ -78,44 +109,85 @@ function operatorName(): string {
   }
 }
 
-const actor = `ctl:${operatorName()}`
-
 async function run(pool: Pool, env: Env, words: string[], flags: Flags): Promise<unknown> {
   const [noun, verb, argument, ...extra] = words
+  const actor = `ctl:${operatorName(env)}`
   if (extra.length > 0) throw new UsageError(`unexpected argument: ${extra[0]}`)
   const command = `${noun ?? ''} ${verb ?? ''}`.trim()
 
   if (command === 'migrate') return { applied: await migrate(readDatabaseUrl(env).url) }
-  if (command === 'agency create') return createAgency(pool, required(flags, 'name'))
-  if (command === 'sub-account create') return createSubAccount(pool, required(flags, 'agency'), required(flags, 'name'))
+  if (command === 'agency create') return new TenantStore(pool).createAgency(required(flags, 'name'))
+  if (command === 'sub-account create') return new TenantStore(pool).createSubAccount(required(flags, 'agency'), required(flags, 'name'), actor)
   if (command === 'user create') {
-    return createUser(pool, {
+    return new TenantStore(pool).createUser({
       email: required(flags, 'email'),
       agencyId: required(flags, 'agency'),
       role: required(flags, 'role'),
       subAccountId: flags['sub-account'],
-      password: await readStdin(),
+      password: await readPassword('password'),
     })
   }
+  if (command === 'db grant-login') {
+    return grantLogin(pool, { role: required(flags, 'role'), user: required(flags, 'user'), password: await readPassword('password of the login') })
+  }
   if (noun === 'key') {
-    const invalidator = verb === 'revoke' || verb === 'delete' ? await createKeyInvalidator(readRedisUrl(env), readRedisKeyPrefix(env), 'ctl') : undefined
-    const keys = new KeyService(pool, invalidator ?? localOnlyInvalidator)
+    // Redis only for the commands that end or change a key: the fast path of telling the gateways (Postgres confirms either way).
+    const endsKey = verb === 'revoke' || verb === 'delete' || verb === 'roll' || verb === 'update'
+    const invalidator = createKeyInvalidator(
+      pool,
+      { redisUrl: endsKey ? readRedisUrl(env) : undefined, redisKeyPrefix: readRedisKeyPrefix(env), keyCacheSecret: readKeyCacheSecret(env) },
+      'ctl',
+    )
+    const keys = new KeyService(pool, invalidator)
     try {
       switch (verb) {
         case 'create': {
-          const created = await keys.create(keyOwner(flags), required(flags, 'name'), actor)
-          return { id: created.id, name: created.name, scope: created.scope, key: created.key }
+          const created = await keys.create(keyOwner(flags), required(flags, 'name'), actor, {
+            expiresAt: expiryOf(flags),
+            allowedCidrs: flags['allow-cidr'] ?? [],
+            fields: { expiresAt: flags['expires-in'] === undefined ? '--expires-at' : '--expires-in', allowedCidrs: '--allow-cidr' },
+          })
+          return {
+            id: created.id,
+            name: created.name,
+            scope: created.scope,
+            key: created.key,
+            expiresAt: created.expiresAt,
+            allowedCidrs: created.allowedCidrs,
+          }
         }
         case 'list':
-          return (await keys.list(keyOwner(flags))).map(({ id, name, scope, status, createdAt, lastUsedAt, revokedAt }) => ({
-            id,
-            name,
-            scope,
-            status,
-            createdAt,
-            lastUsedAt,
-            revokedAt,
-          }))
+          return (await keys.list(keyOwner(flags))).map(
+            ({ id, name, scope, status, createdAt, lastUsedAt, lastUsedIp, revokedAt, expiresAt, replacedBy, allowedCidrs }) => ({
+              id,
+              name,
+              scope,
+              status,
+              createdAt,
+              lastUsedAt,
+              lastUsedIp,
+              revokedAt,
+              expiresAt,
+              replacedBy,
+              allowedCidrs,
+            }),
+          )
+        case 'roll': {
+          if (argument === undefined) throw new UsageError('key roll needs a key id')
+          const graceSeconds = flags.grace === undefined ? 0 : requireDuration(flags.grace, '--grace', 0, MAX_GRACE_SECONDS)
+          const rolled = await keys.roll(argument, actor, undefined, { graceSeconds })
+          // The new key is printed whatever happens: its plaintext exists nowhere else. An unconfirmed invalidation is said on stderr.
+          if (rolled.unconfirmed !== undefined) process.stderr.write(`warning: ${rolled.unconfirmed}\n`)
+          return { id: rolled.id, name: rolled.name, scope: rolled.scope, key: rolled.key, replaces: rolled.replaces }
+        }
+        case 'update': {
+          if (argument === undefined) throw new UsageError('key update needs a key id')
+          const cidrs = flags['allow-cidr']
+          if (flags['allow-any'] === true && cidrs !== undefined) throw new UsageError('give --allow-cidr or --allow-any, not both')
+          if (flags['allow-any'] !== true && cidrs === undefined) throw new UsageError('key update needs --allow-cidr C (repeatable) or --allow-any')
+          const updated = await keys.updateAllowedCidrs(argument, actor, cidrs ?? [], undefined, '--allow-cidr')
+          return { id: updated.id, allowedCidrs: updated.allowedCidrs }
+        }
         case 'revoke': {
           if (argument === undefined) throw new UsageError('key revoke needs a key id')
           const result = await keys.revoke(argument, actor)
@@ -128,7 +200,7 @@ async function run(pool: Pool, env: Env, words: string[], flags: Flags): Promise
         }
       }
     } finally {
-      await invalidator?.close()
+      await invalidator.close()
     }
   }
   throw new UsageError(command === '' ? 'no command given' : `unknown command: ${words.join(' ')}`)
@@ -153,7 +225,8 @@ async function main(): Promise<number> {
     const { words, flags } = parse(process.argv.slice(2))
     const database = readDatabaseUrl(env)
     embedded = database.embedded
-    if (words[0] !== 'migrate') await migrate(database.url)
+    // A least-privilege role cannot migrate: it only checks that nothing is pending.
+    if (words[0] !== 'migrate') await migrateOrWait(database.url, { waitMs: 0 })
     pool = createPool(database.url, { max: 2, applicationName: 'scoped-api-ctl' })
     const result = await run(pool, env, words, flags)
     process.stdout.write(`${JSON.stringify(result)}\n`)
@@ -166,4 +239,5 @@ async function main(): Promise<number> {
   }
 }
 
-process.exitCode = await main()
+// Exit explicitly: nothing (a Redis client still retrying, say) may keep the command from returning.
+process.exit(await main())

@@ -3,7 +3,7 @@ import { serveUntilTerminated } from '@scoped/shared/backend-server'
 import { runMain } from '@scoped/shared/config'
 import { createPool } from '@scoped/shared/db'
 import { createLogger } from '@scoped/shared/logger'
-import { migrate } from '@scoped/shared/migrate'
+import { migrateOrWait } from '@scoped/shared/migrate'
 import { buildAgencyApp } from './app.js'
 import { readAgencyServiceConfig } from './config.js'
 import { createKeyInvalidator } from './invalidator.js'
@@ -12,11 +12,19 @@ import { KeyService } from './keys/key-service.js'
 runMain('agency-service', async () => {
   const config = readAgencyServiceConfig(process.env)
   const logger = createLogger('agency-service', config.logLevel)
-  await migrate(config.databaseUrl)
+  // Applies pending migrations when its role owns the schema; a least-privilege role waits for the migration job.
+  await migrateOrWait(config.databaseUrl, { waitMs: 60_000, onWait: (pending) => logger.info({ pending }, 'waiting for the migration job') })
   const pool = createPool(config.databaseUrl, { applicationName: 'agency-service' })
-  const invalidator = await createKeyInvalidator(config.redisUrl, config.redisKeyPrefix, 'agency-service')
+  const invalidator = createKeyInvalidator(pool, config, 'agency-service')
   const keys = new KeyService(pool, invalidator)
-  const app = await buildAgencyApp({ pool, keys, logger, signingSecrets: config.signingSecrets })
+  const app = await buildAgencyApp({
+    pool,
+    keys,
+    logger,
+    signingSecrets: config.signingSecrets,
+    consoleDeviceSecret: config.consoleDeviceSecret,
+    ...(config.tls === undefined ? {} : { https: config.tls }),
+  })
   await serveUntilTerminated(app, {
     name: 'agency-service',
     host: config.host,

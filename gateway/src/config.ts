@@ -18,6 +18,9 @@ import {
   readSecret,
   requireSecret,
 } from '@scoped/shared/config'
+import { readAudienceSecrets, readKeyCacheSecret } from '@scoped/shared/secrets'
+import type { TrustedProxies } from './client-address.js'
+import { parseTrustedProxies } from './client-address.js'
 import type { RouteMap } from './route-map.js'
 import { parseRouteMap } from './route-map.js'
 import type { TlsFiles } from './tls.js'
@@ -32,8 +35,26 @@ export interface Listener {
   readonly port: number
 }
 
+/** Deadlines on the API listener and towards the backends, in milliseconds. */
+export interface Deadlines {
+  /** From connection or previous request until the request's headers are complete (Node's headersTimeout). */
+  readonly headers: number
+  /** From the headers until the body is complete; a body that takes longer gets 408 and is never forwarded. */
+  readonly body: number
+  /** The whole request, headers and body, as a backstop (Node's requestTimeout). */
+  readonly request: number
+  /** How long an idle keep-alive connection is kept. */
+  readonly keepAlive: number
+  /** How long the gateway waits for a backend's response headers, and between its body chunks (504 after). */
+  readonly upstream: number
+}
+
 export interface GatewayConfig {
   readonly tenantSigningSecret: string
+  /** The secret that signs the tenant headers for each audience of the route map (readAudienceSecrets). */
+  readonly audienceSecrets: ReadonlyMap<string, Buffer>
+  /** Seals Redis key-cache entries, invalidation messages and acknowledgements (KEY_CACHE_SECRET or derived). */
+  readonly keyCacheSecret: Buffer
   readonly databaseUrl: string
   /** Null without REDIS_URL: no shared cache, and a single replica. */
   readonly redis: { readonly url: string; readonly keyPrefix: string } | null
@@ -48,19 +69,56 @@ export interface GatewayConfig {
   readonly routesFile: string
   readonly routes: RouteMap
   readonly logLevel: LogLevel
-  readonly upstreamTimeoutMs: number
+  readonly deadlines: Deadlines
+  /** Connections per backend origin, and requests allowed to wait for one beyond them (then 503 at once). */
+  readonly upstreamPool: { readonly connections: number; readonly queue: number }
   readonly bodyLimit: number
+  /** Proxies whose X-Forwarded-For is believed (GATEWAY_TRUSTED_PROXIES); none by default. */
+  readonly trustedProxies: TrustedProxies
+  /** Failed authentications allowed per client address and window before 429. */
+  readonly authFailures: { readonly limit: number; readonly windowMs: number }
   readonly dataDir: string
 }
 
-export const DEFAULT_UPSTREAM_TIMEOUT_MS = 30_000
+export const DEFAULT_DEADLINES: Deadlines = Object.freeze({ headers: 10_000, body: 10_000, request: 30_000, keepAlive: 5_000, upstream: 30_000 })
 export const BODY_LIMIT = 1024 * 1024
+/** The longest request target (path and query) accepted; longer gets 414 before anything else is looked at. */
+export const MAX_REQUEST_TARGET = 8 * 1024
+/** The largest header block accepted (Node's maxHeaderSize); larger gets 431. */
+export const MAX_HEADER_BYTES = 16 * 1024
 
-function readMilliseconds(env: Env, name: string, fallback: number): number {
+function readWhole(env: Env, name: string, fallback: number, min: number, max: number, unit: string): number {
   const value = env[name]?.trim()
   if (value === undefined || value === '') return fallback
-  if (!/^[0-9]{1,7}$/.test(value) || Number(value) < 1) throw new ConfigError(name, `must be a whole number of milliseconds from 1 to 9999999, got ${JSON.stringify(value)}`)
+  if (!/^[0-9]{1,9}$/.test(value) || Number(value) < min || Number(value) > max) {
+    throw new ConfigError(name, `must be a whole number of ${unit} from ${min} to ${max}, got ${JSON.stringify(value)}`)
+  }
   return Number(value)
+}
+
+function readMilliseconds(env: Env, name: string, fallback: number): number {
+  return readWhole(env, name, fallback, 1, 9_999_999, 'milliseconds')
+}
+
+function readDeadlines(env: Env): Deadlines {
+  const deadlines = {
+    headers: readMilliseconds(env, 'GATEWAY_HEADERS_TIMEOUT_MS', DEFAULT_DEADLINES.headers),
+    body: readMilliseconds(env, 'GATEWAY_BODY_TIMEOUT_MS', DEFAULT_DEADLINES.body),
+    request: readMilliseconds(env, 'GATEWAY_REQUEST_TIMEOUT_MS', DEFAULT_DEADLINES.request),
+    keepAlive: readMilliseconds(env, 'GATEWAY_KEEP_ALIVE_TIMEOUT_MS', DEFAULT_DEADLINES.keepAlive),
+    upstream: readMilliseconds(env, 'GATEWAY_UPSTREAM_TIMEOUT_MS', DEFAULT_DEADLINES.upstream),
+  }
+  // Node requires it: a request deadline shorter than the headers' would cut requests whose headers are still allowed.
+  if (deadlines.request < deadlines.headers) throw new ConfigError('GATEWAY_REQUEST_TIMEOUT_MS', 'must be at least GATEWAY_HEADERS_TIMEOUT_MS')
+  return Object.freeze(deadlines)
+}
+
+function readAudiences(env: Env, routes: RouteMap): ReadonlyMap<string, Buffer> {
+  const secrets = new Map<string, Buffer>()
+  for (const route of routes.routes) {
+    if (route.auth === 'key' && !secrets.has(route.audience)) secrets.set(route.audience, readAudienceSecrets(env, route.audience)[0]!)
+  }
+  return secrets
 }
 
 function readTlsFiles(env: Env): TlsFiles | null {
@@ -97,6 +155,8 @@ export function readGatewayConfig(env: Env): GatewayConfig {
   const { routesFile, routes } = readRoutes(env)
   return Object.freeze({
     tenantSigningSecret,
+    audienceSecrets: readAudiences(env, routes),
+    keyCacheSecret: readKeyCacheSecret(env)!,
     databaseUrl: readDatabaseUrl(env).url,
     redis: redisUrl === undefined ? null : Object.freeze({ url: redisUrl, keyPrefix }),
     api: Object.freeze({ host, port: readPort(env, 'GATEWAY_PORT', 8443) }),
@@ -106,8 +166,17 @@ export function readGatewayConfig(env: Env): GatewayConfig {
     routesFile,
     routes,
     logLevel: readLogLevel(env),
-    upstreamTimeoutMs: readMilliseconds(env, 'GATEWAY_UPSTREAM_TIMEOUT_MS', DEFAULT_UPSTREAM_TIMEOUT_MS),
+    deadlines: readDeadlines(env),
+    upstreamPool: Object.freeze({
+      connections: readWhole(env, 'GATEWAY_UPSTREAM_CONNECTIONS', 64, 1, 10_000, 'connections'),
+      queue: readWhole(env, 'GATEWAY_UPSTREAM_QUEUE', 256, 0, 100_000, 'requests'),
+    }),
     bodyLimit: BODY_LIMIT,
+    trustedProxies: parseTrustedProxies(env['GATEWAY_TRUSTED_PROXIES']),
+    authFailures: Object.freeze({
+      limit: readWhole(env, 'GATEWAY_AUTH_FAILURE_LIMIT', 20, 1, 1_000_000, 'failures'),
+      windowMs: readWhole(env, 'GATEWAY_AUTH_FAILURE_WINDOW_SECONDS', 60, 1, 86_400, 'seconds') * 1000,
+    }),
     dataDir,
   })
 }

@@ -1,50 +1,59 @@
 /**
- * The in-process cache of key states, keyed by key hash.
+ * The in-process cache of key states, keyed by key hash. Three kinds of
+ * entries, with different trust:
  *
- * Two kinds of entries, with different trust:
- * - settled states (unknown, revoked, deleted) can never become valid, so they
- *   are served whenever present (until their TTL);
- * - active states are served only while the cache is trusted: the invalidation
- *   listener trusts it while its Redis subscription is healthy, i.e. subscribed
- *   and a heartbeat answered within `staleAfterMs`. Without Redis it is never
- *   trusted, so no active key is ever kept (every check of a valid key reads
- *   Postgres). Losing trust, or regaining it, empties the active entries.
+ * - ended (revoked, deleted): a key never leaves these states, so they are
+ *   served whenever present. They come from the invalidation log, from
+ *   invalidation messages, from Redis markers and from Postgres. They are
+ *   kept ENDED_TTL_MS, longer than any Redis "active" entry written before the
+ *   key ended can live, so such an entry (left behind by a revoke that could
+ *   not write to Redis) is never believed. A separate map: a flood of unknown
+ *   keys cannot push them out.
+ * - active: served only while the cache is current, i.e. the invalidation
+ *   log follower's last successful poll was sent less than STALE_AFTER_MS
+ *   ago. Losing currency drops every active entry; while not current none is
+ *   stored, and Redis "active" entries are not believed either.
+ * - unknown: negative entries, bounded, oldest dropped first.
  *
- * `generation` changes whenever entries are dropped or trust changes; a fill
- * is skipped when the generation moved while its lookup was in flight, so a
- * lookup that raced a revoke can never put the key back.
+ * `generation` changes whenever an entry is dropped or ended, or currency is
+ * lost; a fill is skipped when the generation moved while its lookup was in
+ * flight, so a lookup that raced a revoke can never put the key back; and the
+ * forwarder re-checks a key whose generation moved while its body arrived.
  *
  * Times are milliseconds of a monotonic clock (performance.now()).
  */
-import type { CachedKeyState } from '@scoped/shared/key-invalidation'
+import type { KeyState, TerminalStatus } from '@scoped/shared/key-state'
 
-interface Entry {
-  state: CachedKeyState
+interface Entry<S extends KeyState = KeyState> {
+  state: S
   expiresAt: number
 }
 
 export interface KeyCacheOptions {
-  /** How long an active entry is served at most, even while trusted (bounds the effect of changes made outside the revoke protocol). */
+  /** How long an active entry is served at most, even while current (bounds the effect of changes made outside the protocol). */
   activeTtlMs: number
   /** How long an unknown key is remembered. */
   unknownTtlMs: number
-  /** How long a revoked or deleted key is remembered. */
-  terminalTtlMs: number
+  /** How long an ended key is remembered. */
+  endedTtlMs: number
   /** Entries per kind; the oldest is dropped beyond it. */
   maxEntries: number
-  /** A trusted cache goes untrusted when no heartbeat was seen for this long. */
-  staleAfterMs: number
+  /** Ended entries kept at most (revocations are rare; a mass deletion must still fit). */
+  maxEnded: number
 }
+
+/** Longer than a Redis active entry lives (300 s) plus the longest lookup that may have written it. */
+export const ENDED_TTL_MS = 15 * 60_000
 
 export const defaultKeyCacheOptions: KeyCacheOptions = Object.freeze({
   activeTtlMs: 60_000,
   unknownTtlMs: 60_000,
-  terminalTtlMs: 600_000,
+  endedTtlMs: ENDED_TTL_MS,
   maxEntries: 100_000,
-  staleAfterMs: 2_500,
+  maxEnded: 1_000_000,
 })
 
-function setBounded(map: Map<string, Entry>, hash: string, entry: Entry, max: number): void {
+function setBounded<S extends KeyState>(map: Map<string, Entry<S>>, hash: string, entry: Entry<S>, max: number): void {
   map.delete(hash)
   if (map.size >= max) {
     const oldest = map.keys().next()
@@ -54,81 +63,96 @@ function setBounded(map: Map<string, Entry>, hash: string, entry: Entry, max: nu
 }
 
 export class KeyCache {
-  /** Changes whenever an entry is dropped or trust changes. */
+  /** Changes whenever an entry is dropped or ended, or currency is lost. */
   generation = 0
   private readonly active = new Map<string, Entry>()
-  private readonly settled = new Map<string, Entry>()
-  private trusted = false
-  private heartbeatAt = 0
+  private readonly unknown = new Map<string, Entry>()
+  private readonly ended = new Map<string, Entry<{ status: TerminalStatus }>>()
+  private currentUntil = -Infinity
+  private wasCurrent = false
 
   constructor(private readonly options: KeyCacheOptions = defaultKeyCacheOptions) {}
 
-  /** Whether active entries may be served now; notices a missed heartbeat. */
-  isTrusted(now: number): boolean {
-    if (!this.trusted) return false
-    if (now - this.heartbeatAt <= this.options.staleAfterMs) return true
-    this.distrust()
+  /** Whether active states (in memory or in Redis) may be believed now; notices lost currency. */
+  isCurrent(now: number): boolean {
+    if (now < this.currentUntil) return true
+    if (this.wasCurrent) {
+      this.wasCurrent = false
+      this.active.clear()
+      this.generation++
+    }
     return false
   }
 
-  get(hash: string, now: number): CachedKeyState | undefined {
+  /** The follower applied the log up to a poll it sent at `sentAt`: current until `until`. */
+  currentUntilTime(until: number): void {
+    if (until > this.currentUntil) this.currentUntil = until
+    this.wasCurrent = true
+  }
+
+  /** Not current any more, at once (the follower stopped). */
+  lose(): void {
+    this.currentUntil = -Infinity
+    this.isCurrent(0)
+  }
+
+  get(hash: string, now: number): KeyState | undefined {
+    const ended = this.ended.get(hash)
+    if (ended !== undefined) {
+      if (ended.expiresAt > now) return ended.state
+      this.ended.delete(hash)
+    }
     const active = this.active.get(hash)
     if (active !== undefined) {
-      if (active.expiresAt > now && this.isTrusted(now)) return active.state
+      if (active.expiresAt > now && this.isCurrent(now)) return active.state
       this.active.delete(hash)
     }
-    const settled = this.settled.get(hash)
-    if (settled === undefined) return undefined
-    if (settled.expiresAt > now) return settled.state
-    this.settled.delete(hash)
+    const unknown = this.unknown.get(hash)
+    if (unknown === undefined) return undefined
+    if (unknown.expiresAt > now) return unknown.state
+    this.unknown.delete(hash)
     return undefined
   }
 
   /** Stores a lookup's result unless the generation moved since `generationAtStart`. */
-  fill(hash: string, state: CachedKeyState, generationAtStart: number, now: number): boolean {
+  fill(hash: string, state: KeyState, generationAtStart: number, now: number): boolean {
     if (generationAtStart !== this.generation) return false
-    if (state.status === 'active') {
-      if (!this.isTrusted(now)) return false
-      setBounded(this.active, hash, { state, expiresAt: now + this.options.activeTtlMs }, this.options.maxEntries)
-      return true
+    switch (state.status) {
+      case 'active':
+        if (!this.isCurrent(now)) return false
+        setBounded(this.active, hash, { state, expiresAt: now + this.options.activeTtlMs }, this.options.maxEntries)
+        return true
+      case 'unknown':
+        setBounded(this.unknown, hash, { state, expiresAt: now + this.options.unknownTtlMs }, this.options.maxEntries)
+        return true
+      default:
+        // A lookup that found the key ended tells nothing new to other lookups: no generation change.
+        this.pin(hash, state.status, now)
+        return true
     }
+  }
+
+  /** The key ended (an invalidation, a marker, Postgres): from now on it is refused, whatever Redis says. */
+  end(hash: string, status: TerminalStatus, now: number): void {
+    this.generation++
+    this.pin(hash, status, now)
+  }
+
+  private pin(hash: string, status: TerminalStatus, now: number): void {
     this.active.delete(hash)
-    const ttl = state.status === 'unknown' ? this.options.unknownTtlMs : this.options.terminalTtlMs
-    setBounded(this.settled, hash, { state, expiresAt: now + ttl }, this.options.maxEntries)
-    return true
+    this.unknown.delete(hash)
+    setBounded(this.ended, hash, { state: { status }, expiresAt: now + this.options.endedTtlMs }, this.options.maxEnded)
   }
 
-  /** An invalidation: forget these keys entirely (the next lookup reads the revoker's marker). */
-  drop(hashes: readonly string[]): void {
+  /** The key's record changed: forget what is cached so the next request reads it again. */
+  forget(hash: string): void {
     this.generation++
-    for (const hash of hashes) {
-      this.active.delete(hash)
-      this.settled.delete(hash)
-    }
-  }
-
-  /** The subscription is (again) healthy: start from empty, then trust. */
-  trust(now: number): void {
-    this.active.clear()
-    this.generation++
-    this.trusted = true
-    this.heartbeatAt = now
-  }
-
-  /** A heartbeat sent at `sentAt` was answered: every message published before it has arrived. */
-  heartbeat(sentAt: number): void {
-    if (sentAt > this.heartbeatAt) this.heartbeatAt = sentAt
-  }
-
-  /** The subscription is not healthy: active entries can no longer be trusted. */
-  distrust(): void {
-    this.active.clear()
-    this.generation++
-    this.trusted = false
+    this.active.delete(hash)
+    this.unknown.delete(hash)
   }
 
   /** Entry counts, for metrics and tests. */
-  size(): { active: number; settled: number } {
-    return { active: this.active.size, settled: this.settled.size }
+  size(): { active: number; unknown: number; ended: number } {
+    return { active: this.active.size, unknown: this.unknown.size, ended: this.ended.size }
   }
 }

@@ -4,21 +4,23 @@
  * floods of unknown keys by single-flight per hash, negative caching (in
  * process and in Redis) and a bound on lookups in flight.
  *
- * A failure of Redis falls back to Postgres; a failure of Postgres is the
- * outcome `unavailable` (503), never "the key is invalid" and never a pass.
+ * An "active" entry from Redis is believed only while this replica is
+ * current with the invalidation log (see key-cache.ts); otherwise Postgres
+ * answers. A Redis entry that fails its MAC is counted and ignored. A failure
+ * of Redis falls back to Postgres; a failure of Postgres is the outcome
+ * `unavailable` (503), never "the key is invalid" and never a pass.
  */
 import type { Logger } from '@scoped/shared/logger'
-import type { CachedKeyState } from '@scoped/shared/key-invalidation'
-import type { KeyLookup } from '@scoped/shared/key-lookup'
+import type { KeyState } from '@scoped/shared/key-state'
 import type { KeyCache } from './key-cache.js'
 import type { GatewayMetrics } from './metrics.js'
 import type { SharedKeyCache } from './redis-key-cache.js'
 
-export type Verification = CachedKeyState | { status: 'unavailable' }
+export type Verification = KeyState | { status: 'unavailable' }
 
 /** The source of truth (Postgres: lookupKeyByHash). */
 export interface KeyStore {
-  lookup(hash: string): Promise<KeyLookup>
+  lookup(hash: string): Promise<KeyState>
 }
 
 export interface KeyVerifierDeps {
@@ -30,8 +32,10 @@ export interface KeyVerifierDeps {
   log: Logger
   /** Monotonic milliseconds, the clock of the cache. */
   now?: () => number
-  /** Lookups past Redis allowed in flight at once; beyond it, `unavailable`. */
+  /** Lookups past the in-process cache allowed in flight at once; beyond it, `unavailable`. */
   maxPendingLookups?: number
+  /** Of those, how many one client address may hold, so that one client's flood of unknown keys cannot take them all. */
+  maxPendingPerClient?: number
   /** A store lookup slower than this is `unavailable`. */
   lookupTimeoutMs?: number
 }
@@ -56,18 +60,26 @@ function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
 export class KeyVerifier {
   private readonly flights = new Map<string, Flight>()
   private pending = 0
+  private readonly pendingByClient = new Map<string, number>()
   private readonly now: () => number
   private readonly maxPending: number
+  private readonly maxPerClient: number
   private readonly timeoutMs: number
 
   constructor(private readonly deps: KeyVerifierDeps) {
     this.now = deps.now ?? (() => performance.now())
     this.maxPending = deps.maxPendingLookups ?? 512
+    this.maxPerClient = deps.maxPendingPerClient ?? 16
     this.timeoutMs = deps.lookupTimeoutMs ?? 5_000
   }
 
+  /** The cache's generation: when it moved since a key was verified, the key is checked again before forwarding. */
+  get generation(): number {
+    return this.deps.cache.generation
+  }
+
   /** The hot path: a state from the in-process cache, or undefined. */
-  cached(hash: string, now: number): CachedKeyState | undefined {
+  cached(hash: string, now: number): KeyState | undefined {
     const state = this.deps.cache.get(hash, now)
     this.deps.metrics.countCache('memory', state === undefined ? 'miss' : 'hit')
     return state
@@ -80,11 +92,24 @@ export class KeyVerifier {
    * looks again: a request that arrives after a revoke has returned must not
    * be answered by a lookup that started before it.
    */
-  verify(hash: string): Promise<Verification> {
+  verify(hash: string, client = ''): Promise<Verification> {
+    // Joining a lookup already in flight costs the stores nothing: only new lookups count against the client.
+    if (this.flights.has(hash)) return this.join(hash)
+    const held = this.pendingByClient.get(client) ?? 0
+    if (held >= this.maxPerClient) return Promise.resolve(UNAVAILABLE)
+    this.pendingByClient.set(client, held + 1)
+    return this.join(hash).finally(() => {
+      const left = (this.pendingByClient.get(client) ?? 1) - 1
+      if (left <= 0) this.pendingByClient.delete(client)
+      else this.pendingByClient.set(client, left)
+    })
+  }
+
+  private join(hash: string): Promise<Verification> {
     const flight = this.flights.get(hash)
     if (flight !== undefined) {
       return flight.promise.then((result) =>
-        result.status !== 'active' || (flight.generation === this.deps.cache.generation && this.deps.cache.isTrusted(this.now())) ? result : this.load(hash),
+        result.status !== 'active' || (flight.generation === this.deps.cache.generation && this.deps.cache.isCurrent(this.now())) ? result : this.load(hash),
       )
     }
     const started: Flight = { promise: this.load(hash), generation: this.deps.cache.generation }
@@ -111,13 +136,21 @@ export class KeyVerifier {
     }
   }
 
-  private async readShared(hash: string): Promise<CachedKeyState | undefined> {
+  private async readShared(hash: string): Promise<KeyState | undefined> {
     const shared = this.deps.shared
     if (shared === null) return undefined
     try {
+      this.deps.metrics.countRoundTrip('redis')
       const state = await shared.read(hash)
-      this.deps.metrics.countCache('redis', state === undefined ? 'miss' : 'hit')
-      return state
+      if (state === 'forged') {
+        this.deps.metrics.countForged('entry')
+        this.deps.log.warn('ignored a Redis key cache entry that failed its check (forged, moved or malformed)')
+        return undefined
+      }
+      // An active entry may predate a revoke this replica has not heard of yet: believed only while current.
+      const believed = state !== undefined && (state.status !== 'active' || this.deps.cache.isCurrent(this.now())) ? state : undefined
+      this.deps.metrics.countCache('redis', believed === undefined ? 'miss' : 'hit')
+      return believed
     } catch (error) {
       // Redis is a cache: when it fails, Postgres answers.
       this.deps.metrics.countCache('redis', 'error')
@@ -126,15 +159,19 @@ export class KeyVerifier {
     }
   }
 
-  private async readStore(hash: string): Promise<CachedKeyState | undefined> {
-    let state: KeyLookup
+  private async readStore(hash: string): Promise<KeyState | undefined> {
+    let state: KeyState
     try {
+      this.deps.metrics.countRoundTrip('postgres')
       state = await withDeadline(this.deps.store.lookup(hash), this.timeoutMs)
     } catch (error) {
       this.deps.log.error({ err: error }, 'key store unavailable')
       return undefined
     }
-    this.deps.shared?.write(hash, state)
+    if (this.deps.shared !== null) {
+      this.deps.metrics.countRoundTrip('redis')
+      this.deps.shared.write(hash, state)
+    }
     return state
   }
 }

@@ -7,11 +7,11 @@
  * upstream latency histogram is kept here and handed to the registry as a
  * metric whose get() answers in prom-client's histogram shape.
  */
-import { Counter, Registry, collectDefaultMetrics } from 'prom-client'
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import type { Histogram } from 'prom-client'
 import type { Scope } from '@scoped/shared/scope'
-import type { RequestOutcome } from './respond.js'
-import { requestOutcomes } from './respond.js'
+import type { RequestOutcome } from './outcomes.js'
+import { requestOutcomes } from './outcomes.js'
 import type { Route, RouteMap } from './route-map.js'
 
 const SCOPE_LABELS = ['none', 'AGENCY', 'SUB-ACCOUNT'] as const
@@ -85,14 +85,17 @@ export class GatewayMetrics {
   /** [route index + 1 (0: none)][scope][outcome] */
   private readonly requests: Float64Array
   private readonly cache: Float64Array
-  /** One cell, so the collector can read it without holding `this`. */
-  private readonly invalidations = new Float64Array(1)
+  private readonly invalidationsBySource: Counter<'source'>
+  private readonly logPolls: Counter<'result'>
+  private readonly forged: Counter<'kind'>
+  private readonly throttled: Counter<'limit'>
+  /** [postgres, redis]: round trips made by this replica, for the benchmark's per-request figure. */
+  private readonly roundTrips = new Float64Array(2)
   private readonly upstream: UpstreamLatency
 
   constructor(routes: RouteMap) {
     const requests = new Float64Array((routes.routes.length + 1) * SCOPE_LABELS.length * requestOutcomes.length)
     const cache = new Float64Array(CACHE_CELLS.length)
-    const invalidations = this.invalidations
     this.requests = requests
     this.cache = cache
     collectDefaultMetrics({ register: this.registry, prefix: 'gateway_' })
@@ -122,13 +125,40 @@ export class GatewayMetrics {
         CACHE_CELLS.forEach(([layer, result], cell) => this.inc({ layer, result }, cache[cell]!))
       },
     })
-    new Counter({
+    this.invalidationsBySource = new Counter({
       name: 'gateway_key_invalidations_total',
-      help: 'Invalidation messages received from the key revoker.',
+      help: 'Keys invalidated in this replica, by where it heard of it (redis: the fast path; postgres: the invalidation log).',
+      labelNames: ['source'] as const,
+      registers: [this.registry],
+    })
+    this.logPolls = new Counter({
+      name: 'gateway_invalidation_log_polls_total',
+      help: 'Polls of the invalidation log in Postgres, by result (ok, error).',
+      labelNames: ['result'] as const,
+      registers: [this.registry],
+    })
+    this.forged = new Counter({
+      name: 'gateway_key_cache_forged_total',
+      help: 'Redis cache entries (entry) and invalidation messages (message) ignored because their MAC failed.',
+      labelNames: ['kind'] as const,
+      registers: [this.registry],
+    })
+    this.throttled = new Counter({
+      name: 'gateway_throttled_requests_total',
+      help: 'Requests refused 429 by the failed-authentication throttle (failed-auth) or a rate limit (key, tenant).',
+      labelNames: ['limit'] as const,
+      registers: [this.registry],
+    })
+    const roundTrips = this.roundTrips
+    new Counter({
+      name: 'gateway_store_round_trips_total',
+      help: 'Round trips to Postgres and Redis made by this replica (key lookups, cache reads and writes, log polls, last-use writes, throttling).',
+      labelNames: ['store'] as const,
       registers: [this.registry],
       collect() {
         this.reset()
-        this.inc(invalidations[0]!)
+        this.inc({ store: 'postgres' }, roundTrips[0]!)
+        this.inc({ store: 'redis' }, roundTrips[1]!)
       },
     })
     this.upstream = new UpstreamLatency(routes)
@@ -146,8 +176,76 @@ export class GatewayMetrics {
     this.cache[cell]! += 1
   }
 
-  countInvalidation(): void {
-    this.invalidations[0]! += 1
+  countInvalidations(source: 'redis' | 'postgres', keys: number): void {
+    if (keys > 0) this.invalidationsBySource.inc({ source }, keys)
+  }
+
+  countLogPoll(ok: boolean): void {
+    this.logPolls.inc({ result: ok ? 'ok' : 'error' })
+  }
+
+  countForged(kind: 'entry' | 'message'): void {
+    this.forged.inc({ kind })
+  }
+
+  countRoundTrip(store: 'postgres' | 'redis'): void {
+    this.roundTrips[store === 'postgres' ? 0 : 1]! += 1
+  }
+
+  /** Entries in the key caches by kind, read at each scrape: the negative caches are bounded, and this shows it. */
+  cacheSizes(read: () => Record<string, number>): void {
+    new Gauge({
+      name: 'gateway_key_cache_entries',
+      help: 'Entries in the in-process key cache by kind (active, unknown, ended); each kind is bounded.',
+      labelNames: ['kind'] as const,
+      registers: [this.registry],
+      collect() {
+        for (const [kind, count] of Object.entries(read())) this.set({ kind }, count)
+      },
+    })
+  }
+
+  countThrottled(limit: 'failed-auth' | 'key' | 'tenant' | 'agency'): void {
+    this.throttled.inc({ limit })
+  }
+
+  /** Seconds since the replica was last current with the invalidation log, read at each scrape. */
+  logAge(read: () => number): void {
+    new Gauge({
+      name: 'gateway_invalidation_log_age_seconds',
+      help: 'Seconds since the last successful poll of the invalidation log (cached keys are trusted only while it is small).',
+      registers: [this.registry],
+      collect() {
+        this.set(read())
+      },
+    })
+  }
+
+  private channelGauge: Gauge | undefined
+
+  /**
+   * 1 while this replica is subscribed to the Redis invalidation channel, 0 while not; set by the
+   * listener (invalidation-listener.ts) whenever that changes, so absent on a replica without REDIS_URL.
+   */
+  channelSubscribed(subscribed: boolean): void {
+    this.channelGauge ??= new Gauge({
+      name: 'gateway_invalidation_channel_subscribed',
+      help: 'Whether this replica is subscribed to the Redis key invalidation channel (1) or not (0: revocations reach it through Postgres only).',
+      registers: [this.registry],
+    })
+    this.channelGauge.set(subscribed ? 1 : 0)
+  }
+
+  /** 1 while every readiness check of /readyz passes, 0 while not; evaluated at each scrape. */
+  readiness(ready: () => Promise<boolean>): void {
+    new Gauge({
+      name: 'gateway_ready',
+      help: 'Whether this replica is ready (1: every check of /readyz passes) or not (0: it is out of the load balancer).',
+      registers: [this.registry],
+      async collect() {
+        this.set((await ready()) ? 1 : 0)
+      },
+    })
   }
 
   observeUpstream(route: Route, seconds: number): void {

@@ -1,8 +1,10 @@
 /**
  * One JSON log line per request (Fastify's own request logging is off):
- * outcome, route, key id and tenant, status and latency. Never a header, a
- * query string or a body; a path that holds something shaped like a key has
- * it masked. The logger's redaction (shared loggerOptions) covers the rest.
+ * outcome, route, key id and tenant, client address, status and latency.
+ * Never a header, a query string or a body; the path is cut to 256
+ * characters and then anything shaped like a key in it, escaped or not, is
+ * masked (log-mask.ts, linear in the input). The logger's redaction (shared
+ * loggerOptions) covers the rest.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import pino from 'pino'
@@ -10,11 +12,10 @@ import type { DestinationStream } from 'pino'
 import type { LogLevel } from '@scoped/shared/config'
 import type { Logger } from '@scoped/shared/logger'
 import { loggerOptions, redactedPaths } from '@scoped/shared/logger'
-import { KEY_PREFIX } from '@scoped/shared/keys'
 import type { GatewayMetrics } from './metrics.js'
-import { outcomeOfStatus } from './respond.js'
-
-const KEY_SHAPED = /[A-Za-z0-9]*_live_[A-Za-z0-9%]*/g
+import { maskForLog } from '@scoped/shared/log-mask'
+import type {} from './request-state.js'
+import { outcomeOfStatus } from './outcomes.js'
 
 let isoSecond = -1
 let isoPrefix = ''
@@ -49,17 +50,13 @@ export function createRequestLogger(level: LogLevel, destination?: DestinationSt
   }
   return destination === undefined ? pino(options) : pino(options, destination)
 }
-const MAX_LOGGED_PATH = 256
-
 /** The path as it may be logged: no query, at most 256 characters, nothing shaped like a key. */
 export function loggablePath(request: FastifyRequest): string {
-  let path = request.gatewayTarget?.path
-  if (path === undefined) {
-    const raw = request.raw.url ?? ''
-    const q = raw.indexOf('?')
-    path = (q === -1 ? raw : raw.slice(0, q)).slice(0, MAX_LOGGED_PATH)
-  }
-  return path.includes('_live_') ? path.replace(KEY_SHAPED, `${KEY_PREFIX}[redacted]`) : path
+  const canonical = request.gatewayTarget?.path
+  if (canonical !== undefined) return maskForLog(canonical)
+  const raw = request.raw.url ?? ''
+  const q = raw.indexOf('?')
+  return maskForLog(q === -1 ? raw : raw.slice(0, q))
 }
 
 export function logRequest(log: Logger, metrics: GatewayMetrics, request: FastifyRequest, reply: FastifyReply): void {
@@ -81,6 +78,8 @@ export function logRequest(log: Logger, metrics: GatewayMetrics, request: Fastif
       scope: tenant?.scope,
       agencyId: tenant?.agencyId,
       subAccountId: tenant?.subAccountId ?? undefined,
+      client: request.gatewayClient || undefined,
+      limit: request.gatewayLimit ?? undefined,
       status,
       ms: Number.isFinite(reply.elapsedTime) ? Math.round(reply.elapsedTime * 1000) / 1000 : undefined,
     },

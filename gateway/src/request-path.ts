@@ -41,7 +41,7 @@ const HASH = 0x23
 
 /** Characters allowed as they are in a path, besides `/` and `%`. */
 const PATH_CHARS = new Uint8Array(128)
-for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&\'()*+,=:@') PATH_CHARS[c.charCodeAt(0)] = 1
+for (const c of "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,=:@") PATH_CHARS[c.charCodeAt(0)] = 1
 
 /** Unreserved characters except `.`: decoded when they arrive percent-encoded. */
 function isDecodedUnreserved(byte: number): boolean {
@@ -117,7 +117,7 @@ export function normalizePath(raw: string): string | undefined {
   let out: string | undefined
   let copiedUpTo = 0
   let previous = -1
-  for (let i = 0; i < raw.length; ) {
+  for (let i = 0; i < raw.length;) {
     const c = raw.charCodeAt(i)
     if (c === SLASH) {
       if (previous === SLASH) return undefined

@@ -1,12 +1,9 @@
 /**
- * Callers never name a tenant (spec §5.4): the key does. Whatever a caller
- * sends that could be read as one is removed before forwarding: `x-tenant-*`
- * headers, and `agency_id` / `sub_account_id` (in any case) in the query
- * string and in the top-level fields of a JSON body. The credentials the
- * gateway consumed (`authorization`, `x-api-key`) are never forwarded either.
+ * Callers never name a tenant: the key does. Whatever a caller sends that
+ * could be read as one is removed before forwarding: `agency_id` /
+ * `sub_account_id` (in any case) in the query string and in the top-level
+ * fields of a JSON body (here), and `x-tenant-*` headers (forward-headers.ts).
  */
-import type { IncomingHttpHeaders } from 'node:http'
-import { TENANT_HEADER_PREFIX } from '@scoped/shared/tenant-signature'
 
 const TENANT_FIELDS = ['agency_id', 'sub_account_id']
 
@@ -54,20 +51,4 @@ export function stripTenantFields(body: unknown): void {
   for (const name of Object.keys(fields)) {
     if (isTenantField(name)) delete fields[name]
   }
-}
-
-/**
- * Cleans a copy of the caller's headers for the upstream, in place: no
- * `x-tenant-*` header, no credential; cookies only where the backend runs its
- * own sessions (the console). Values are set to undefined rather than deleted
- * (undici skips them), which keeps the object's shape.
- */
-export function stripCallerHeaders(headers: IncomingHttpHeaders, keepCookies: boolean): void {
-  for (const name in headers) {
-    if (name.startsWith(TENANT_HEADER_PREFIX)) headers[name] = undefined
-  }
-  // Only headers that are there: adding absent ones as undefined would only make more for undici to skip.
-  if (headers.authorization !== undefined) headers.authorization = undefined
-  if (headers['x-api-key'] !== undefined) headers['x-api-key'] = undefined
-  if (!keepCookies && headers.cookie !== undefined) headers.cookie = undefined
 }

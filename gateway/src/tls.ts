@@ -28,6 +28,20 @@ export interface TlsFiles {
 /** TLS 1.2 or newer on the API listener. */
 export const MIN_TLS_VERSION = 'TLSv1.2'
 
+/**
+ * The TLS 1.2 suites offered: forward-secret (ECDHE) AEAD suites only, no CBC,
+ * no static RSA key exchange. TLS 1.3 suites (all AEAD and forward-secret)
+ * are Node's defaults and are not affected by this list.
+ */
+export const TLS12_CIPHERS = [
+  'ECDHE-ECDSA-AES128-GCM-SHA256',
+  'ECDHE-RSA-AES128-GCM-SHA256',
+  'ECDHE-ECDSA-AES256-GCM-SHA384',
+  'ECDHE-RSA-AES256-GCM-SHA384',
+  'ECDHE-ECDSA-CHACHA20-POLY1305',
+  'ECDHE-RSA-CHACHA20-POLY1305',
+].join(':')
+
 const DEV_DIR = 'dev-tls'
 const VALIDITY_DAYS = 365
 /** Renew a development certificate this long before it expires. */
@@ -39,7 +53,10 @@ function readFiles(files: TlsFiles): TlsCredentials {
   try {
     createSecureContext({ cert, key })
   } catch (error) {
-    throw new ConfigError('TLS_CERT_FILE', `certificate and TLS_KEY_FILE are not a matching PEM certificate and key (${error instanceof Error ? error.message : String(error)})`)
+    throw new ConfigError(
+      'TLS_CERT_FILE',
+      `certificate and TLS_KEY_FILE are not a matching PEM certificate and key (${error instanceof Error ? error.message : String(error)})`,
+    )
   }
   return { cert, key, source: files.certFile }
 }

@@ -1,14 +1,22 @@
 /** resource-service configuration, read and validated once at start. */
 import type { Env, LogLevel } from '@scoped/shared/config'
 import { readDatabaseUrl, readHost, readLogLevel, readPort } from '@scoped/shared/config'
-import { readTenantSigningSecrets } from '@scoped/shared/tenant-verifier'
+import { readAudienceSecrets } from '@scoped/shared/secrets'
+import { readBackendTls } from '@scoped/shared/backend-server'
+import type { BackendTls } from '@scoped/shared/backend-server'
+import { RESOURCE_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
 
 export interface ResourceServiceConfig {
   host: string
   port: number
   databaseUrl: string
-  /** TENANT_SIGNING_SECRET, then TENANT_SIGNING_SECRET_PREVIOUS when set. */
-  signingSecrets: readonly string[]
+  /**
+   * This backend's own signing secrets: RESOURCE_SERVICE_SIGNING_SECRET (else derived from TENANT_SIGNING_SECRET),
+   * then RESOURCE_SERVICE_SIGNING_SECRET_PREVIOUS (else derived from TENANT_SIGNING_SECRET_PREVIOUS) during a rotation.
+   */
+  signingSecrets: readonly Buffer[]
+  /** RESOURCE_SERVICE_TLS_CERT_FILE / RESOURCE_SERVICE_TLS_KEY_FILE: listen with TLS; plain HTTP when unset. */
+  tls: BackendTls | undefined
   logLevel: LogLevel
 }
 
@@ -17,7 +25,8 @@ export function readResourceServiceConfig(env: Env): Readonly<ResourceServiceCon
     host: readHost(env, 'RESOURCE_SERVICE_HOST', '127.0.0.1'),
     port: readPort(env, 'RESOURCE_SERVICE_PORT', 4002),
     databaseUrl: readDatabaseUrl(env).url,
-    signingSecrets: readTenantSigningSecrets(env),
+    signingSecrets: readAudienceSecrets(env, RESOURCE_SERVICE_AUDIENCE),
+    tls: readBackendTls(env, 'RESOURCE_SERVICE'),
     logLevel: readLogLevel(env),
   })
 }

@@ -3,15 +3,16 @@ import { serveUntilTerminated } from '@scoped/shared/backend-server'
 import { runMain } from '@scoped/shared/config'
 import { createPool } from '@scoped/shared/db'
 import { createLogger } from '@scoped/shared/logger'
-import { migrate } from '@scoped/shared/migrate'
+import { migrateOrWait } from '@scoped/shared/migrate'
 import { buildResourceApp } from './app.js'
 import { readResourceServiceConfig } from './config.js'
 
 runMain('resource-service', async () => {
   const config = readResourceServiceConfig(process.env)
   const logger = createLogger('resource-service', config.logLevel)
-  await migrate(config.databaseUrl)
+  // Applies pending migrations when its role owns the schema; a least-privilege role waits for the migration job.
+  await migrateOrWait(config.databaseUrl, { waitMs: 60_000, onWait: (pending) => logger.info({ pending }, 'waiting for the migration job') })
   const pool = createPool(config.databaseUrl, { applicationName: 'resource-service' })
-  const app = await buildResourceApp({ pool, logger, signingSecrets: config.signingSecrets })
+  const app = await buildResourceApp({ pool, logger, signingSecrets: config.signingSecrets, ...(config.tls === undefined ? {} : { https: config.tls }) })
   await serveUntilTerminated(app, { name: 'resource-service', host: config.host, port: config.port, release: () => pool.end() })
 })

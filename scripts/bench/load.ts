@@ -1,37 +1,103 @@
 /**
- * A closed-loop load generator: `connections` keep-alive HTTPS connections,
- * each sending the next request as soon as the previous answer has arrived,
- * for a fixed time. Counts answers by status and keeps latencies.
+ * The load generator, a process of its own (see load-client.ts): a closed
+ * loop over keep-alive HTTPS connections (undici), each connection sending
+ * its next request as soon as the previous answer has been read in full.
+ * Runs for a time, or through a list of keys, or through a number of fresh
+ * random keys; optionally after untimed requests (one per connection, or a
+ * warm-up of the same closed loop). Writes JSON lines on stdout: {"event":"running"},
+ * {"event":"done"}, then {"event":"result","result":{…}}: requests,
+ * requests/s, statuses, p50/p99/p99.9 latency.
  */
-import { Agent, request } from 'undici'
+import { randomInt } from 'node:crypto'
+import { Pool } from 'undici'
+import { generateKey } from '@scoped/shared/keys'
+import type { LoadResult, LoadSpec } from './load-client.js'
+import { latency } from './stats.js'
 
-export interface LoadResult {
-  requests: number
-  perSecond: number
-  statuses: Record<number, number>
-  p50Ms: number
-  p99Ms: number
+const spec = JSON.parse(process.argv[2] ?? '') as LoadSpec
+const url = new URL(spec.url)
+const path = `${url.pathname}${url.search}`
+// One pool for the one origin: no per-request URL parsing or dispatcher lookup, so the generator stays cheap.
+const dispatcher = new Pool(url.origin, {
+  connections: spec.connections,
+  pipelining: 1,
+  keepAliveTimeout: 120_000,
+  keepAliveMaxTimeout: 120_000,
+  connect: { rejectUnauthorized: false },
+})
+
+function emit(message: object): void {
+  process.stdout.write(`${JSON.stringify(message)}\n`)
 }
 
-export async function runLoad(url: string, headers: Record<string, string>, durationMs: number, connections: number): Promise<LoadResult> {
-  const dispatcher = new Agent({ connections, pipelining: 1, keepAliveTimeout: 60_000, connect: { rejectUnauthorized: false } })
-  const statuses: Record<number, number> = {}
-  const latencies: number[] = []
-  const start = performance.now()
-  const deadline = start + durationMs
-  const worker = async (): Promise<void> => {
-    while (performance.now() < deadline) {
-      const sent = performance.now()
-      const response = await request(url, { headers, dispatcher })
-      await response.body.dump()
-      latencies.push(performance.now() - sent)
-      statuses[response.statusCode] = (statuses[response.statusCode] ?? 0) + 1
-    }
+/** The headers of the next request, or null when the run is over. */
+function requestSource(): () => Record<string, string> | null {
+  const withAddress = (headers: Record<string, string>): Record<string, string> =>
+    spec.randomForwardedFor === true ? { ...headers, 'x-forwarded-for': `10.${randomInt(256)}.${randomInt(256)}.${randomInt(1, 255)}` } : headers
+  if (spec.keys !== undefined) {
+    const keys = spec.keys
+    let next = 0
+    return () => (next < keys.length ? withAddress({ ...spec.headers, authorization: `Bearer ${keys[next++]}` }) : null)
   }
-  await Promise.all(Array.from({ length: connections }, worker))
-  const elapsed = performance.now() - start
-  await dispatcher.close()
-  latencies.sort((a, b) => a - b)
-  const at = (q: number): number => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? 0
-  return { requests: latencies.length, perSecond: (latencies.length * 1000) / elapsed, statuses, p50Ms: at(0.5), p99Ms: at(0.99) }
+  if (spec.unknownKeys !== undefined) {
+    let left = spec.unknownKeys
+    return () => (left-- > 0 ? withAddress({ ...spec.headers, authorization: `Bearer ${generateKey()}` }) : null)
+  }
+  const deadline = performance.now() + (spec.seconds ?? 1) * 1000
+  return () => (performance.now() < deadline ? withAddress(spec.headers) : null)
 }
+
+const statuses: Record<string, number> = {}
+let firstError: string | undefined
+const latencies: number[] = []
+
+async function send(headers: Record<string, string>): Promise<string> {
+  try {
+    const response = await dispatcher.request({ method: 'GET', path, headers })
+    await response.body.dump()
+    return String(response.statusCode)
+  } catch (error) {
+    firstError ??= error instanceof Error ? error.message : String(error)
+    return 'error'
+  }
+}
+
+if (spec.prime === true) await Promise.all(Array.from({ length: spec.connections }, () => send(spec.headers)))
+if (spec.warmUpSeconds !== undefined) {
+  const until = performance.now() + spec.warmUpSeconds * 1000
+  await Promise.all(
+    Array.from({ length: spec.connections }, async () => {
+      while (performance.now() < until) await send(spec.headers)
+    }),
+  )
+}
+emit({ event: 'running' })
+const cpuAtStart = process.cpuUsage()
+const start = performance.now()
+const next = requestSource()
+await Promise.all(
+  Array.from({ length: spec.connections }, async () => {
+    for (let headers = next(); headers !== null; headers = next()) {
+      const sent = performance.now()
+      const status = await send(headers)
+      latencies.push(performance.now() - sent)
+      statuses[status] = (statuses[status] ?? 0) + 1
+    }
+  }),
+)
+const seconds = (performance.now() - start) / 1000
+const cpu = process.cpuUsage(cpuAtStart)
+emit({ event: 'done' })
+const requests = latencies.length
+const result: LoadResult = {
+  requests,
+  seconds,
+  perSecond: requests / seconds,
+  statuses,
+  ...latency(latencies),
+  ...(firstError === undefined ? {} : { firstError }),
+  generatorCpuUsPerRequest: requests === 0 ? 0 : (cpu.user + cpu.system) / requests,
+}
+emit({ event: 'result', result })
+await dispatcher.close()
+process.exit(0)

@@ -43,6 +43,18 @@ export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClie
   }
 }
 
+const IDENTIFIER = /^[a-z_]+$/
+
+/**
+ * A table or column name to put into SQL text, checked to be a plain
+ * identifier. Such names come from this code base, never from a request;
+ * the check makes a slip fail loudly instead of becoming injectable SQL.
+ */
+export function sqlIdentifier(name: string): string {
+  if (!IDENTIFIER.test(name)) throw new Error(`not a plain SQL identifier: ${name}`)
+  return name
+}
+
 export const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
 export function isUuid(value: unknown): value is string {

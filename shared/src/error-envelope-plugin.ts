@@ -6,7 +6,7 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { errorCatalog, errorEnvelope, isApiError } from './errors.js'
+import { clientErrorCode, errorCatalog, errorEnvelope, isApiError } from './errors.js'
 
 function validationMessage(error: FastifyError): string {
   const first = error.validation?.[0]
@@ -24,21 +24,6 @@ function validationMessage(error: FastifyError): string {
   return `${name} ${first.message ?? 'is invalid'}`
 }
 
-function clientErrorMessage(error: FastifyError): string {
-  switch (error.code) {
-    case 'FST_ERR_CTP_INVALID_JSON_BODY':
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return 'Request body is not valid JSON'
-    case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return errorCatalog.payloadTooLarge.message
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return errorCatalog.unsupportedMediaType.message
-    default:
-      return errorCatalog.badRequest.message
-  }
-}
-
 export function sendError(reply: FastifyReply, status: number, message: string): FastifyReply {
   return reply.code(status).type('application/json; charset=utf-8').send(errorEnvelope(message))
 }
@@ -49,10 +34,7 @@ export const errorEnvelopePlugin = fp(
       if (isApiError(error)) return sendError(reply, error.statusCode, error.message)
       if (error.validation) return sendError(reply, 400, validationMessage(error))
       const status = error.statusCode ?? 500
-      if (status >= 400 && status < 500) {
-        const message = status === 413 ? errorCatalog.payloadTooLarge.message : status === 415 ? errorCatalog.unsupportedMediaType.message : clientErrorMessage(error)
-        return sendError(reply, status, message)
-      }
+      if (status >= 400 && status < 500) return sendError(reply, status, errorCatalog[clientErrorCode(status, error.code)].message)
       request.log.error({ err: error }, 'unhandled error')
       return sendError(reply, 500, errorCatalog.internal.message)
     })

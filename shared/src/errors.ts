@@ -10,9 +10,12 @@ export const errorCatalog = {
   revokedKey: { status: 401, message: 'Invalid or revoked API key' },
   /** Spec §7: valid key used outside its scope (the first of the two texts the spec gives). */
   scopeMismatch: { status: 403, message: 'This API key does not have access to this resource' },
+  /** Contract: a key used from a client address outside its allowlist. */
+  addressNotAllowed: { status: 403, message: 'This API key cannot be used from this address' },
   /** Spec §7/§8: a validation error; the spec leaves the status open, we answer like any other invalid input. */
   keyLimitReached: { status: 400, message: 'Active API key limit reached for this scope' },
   badRequest: { status: 400, message: 'Invalid request' },
+  invalidJson: { status: 400, message: 'Request body is not valid JSON' },
   badPath: { status: 400, message: 'Malformed request path' },
   httpsRequired: { status: 403, message: 'HTTPS is required; this request was not processed' },
   invalidSignature: { status: 401, message: 'Request was not signed by the gateway' },
@@ -27,6 +30,15 @@ export const errorCatalog = {
   payloadTooLarge: { status: 413, message: 'Request body is too large' },
   unsupportedMediaType: { status: 415, message: 'Unsupported content type' },
   tooManyRequests: { status: 429, message: 'Too many requests' },
+  /** Contract: a client over its failed-authentication allowance (with Retry-After). */
+  tooManyAuthFailures: { status: 429, message: 'Too many failed authentication attempts' },
+  /** Contract: a key or tenant over its rate limit (with Retry-After). */
+  rateLimited: { status: 429, message: 'Rate limit exceeded' },
+  requestTimeout: { status: 408, message: 'The request was not received in time' },
+  uriTooLong: { status: 414, message: 'Request target is too long' },
+  headersTooLarge: { status: 431, message: 'Request headers are too large' },
+  tooDeep: { status: 400, message: 'Request body is nested too deeply' },
+  upstreamBusy: { status: 503, message: 'Upstream service is busy; retry shortly' },
   internal: { status: 500, message: 'Internal server error' },
   badGateway: { status: 502, message: 'Upstream service unavailable' },
   authUnavailable: { status: 503, message: 'Authentication is temporarily unavailable' },
@@ -35,6 +47,30 @@ export const errorCatalog = {
 } as const satisfies Record<string, { status: number; message: string }>
 
 export type ErrorCode = keyof typeof errorCatalog
+
+/**
+ * The catalog entry for a client error that Fastify raised by itself rather
+ * than one of ours: by status for those the catalog names (413, 415), then,
+ * when the caller passes Fastify's error code, by that code; anything else
+ * is a bad request. The one map from Fastify's 4xx errors to our messages,
+ * for the JSON envelope and the console's pages alike.
+ */
+export function clientErrorCode(status: number, fastifyCode?: string): ErrorCode {
+  if (status === errorCatalog.payloadTooLarge.status) return 'payloadTooLarge'
+  if (status === errorCatalog.unsupportedMediaType.status) return 'unsupportedMediaType'
+  switch (fastifyCode) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return 'invalidJson'
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return 'payloadTooLarge'
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return 'unsupportedMediaType'
+    default:
+      return 'badRequest'
+  }
+}
 
 export interface ErrorEnvelope {
   success: false

@@ -1,144 +1,210 @@
 /**
- * Cross-replica invalidation of cached API keys, over Redis.
+ * Telling every gateway replica that keys have ended (revoked, deleted) or
+ * changed, after the transaction that did it has committed, and confirming
+ * that each one has dropped them. The promise: when a revoke or delete has
+ * returned successfully, the very next request with that key gets 401 on
+ * every replica; when that cannot be confirmed, the caller says so, and the
+ * key is still refused everywhere within the bound below.
  *
- * The promise: once a revoke or delete has returned, the very next request
- * with that key gets 401 on every gateway replica. The revoker, after its
- * Postgres transaction has committed:
- *   1. overwrites the key's Redis cache entry with a terminal marker (gateways
- *      fill that entry only with SET NX, so a lookup that raced the revoke can
- *      never put an "active" entry back);
- *   2. publishes the hashes on the invalidation channel; PUBLISH answers how
- *      many gateway replicas are subscribed;
- *   3. waits until that many replicas have acknowledged, each after dropping
- *      the key from its in-process cache.
- * A replica trusts its in-process cache only while its subscription is
- * healthy (see the gateway's key cache), so a replica that cannot hear the
- * channel never serves a stale entry. Without Redis there is one gateway
- * replica and it keeps no in-process cache of valid keys.
+ * Two paths, the second never depending on Redis:
+ *   1. fast, with Redis: overwrite the keys' cache entries with MAC'd terminal
+ *      markers, publish a MAC'd message naming the keys, and collect MAC'd
+ *      acknowledgements, each sent by a replica after it has dropped them;
+ *   2. backstop, in Postgres: the revoking transaction wrote the keys into
+ *      key_invalidations (by trigger). Every replica polls that log every
+ *      POLL_INTERVAL_MS and records in gateway_replicas the snapshot it has
+ *      applied; it trusts its caches only for STALE_AFTER_MS after a poll it
+ *      sent succeeded. The revoker waits until every replica seen within
+ *      LIVE_WINDOW_MS has acknowledged (path 1) or applied the transaction
+ *      (path 2). A replica not seen for that long has already stopped
+ *      trusting its caches, so it cannot serve the key from them.
+ *
+ * Bound: a revoked or deleted key is refused by every replica at most
+ * STALE_AFTER_MS after the commit, whatever Redis, the revoker or the
+ * network do; in practice at once (path 1) or within two poll intervals.
+ * Every step has a deadline, so `invalidate` returns within DEADLINE_MS.
  */
-import { randomUUID } from 'node:crypto'
 import type { Redis } from 'ioredis'
-import type { Tenant } from './tenant-signature.js'
+import type { Pool } from './db.js'
+import { ApiError } from './errors.js'
+import type { KeyInvalidation, KeyStateCodec } from './key-state.js'
+import { ACK_LIST_TTL_SECONDS, isTerminal, newInvalidationMessage, redisNames, redisTtlSeconds } from './key-state.js'
+import { replicasBehind } from './key-store.js'
 
-/** How a key's state is cached in Redis (and in each gateway's memory). */
-export type CachedKeyState =
-  | { status: 'active'; tenant: Tenant }
-  | { status: 'revoked' }
-  | { status: 'deleted' }
-  | { status: 'unknown' }
-
-export type TerminalKeyState = 'revoked' | 'deleted'
-
-export interface InvalidationMessage {
-  id: string
-  hashes: string[]
-}
-
-export interface KeyInvalidation {
-  hash: string
-  state: TerminalKeyState
-}
+/** How often each gateway replica polls the invalidation log. */
+export const POLL_INTERVAL_MS = 200
+/** How long after sending its last successful poll a replica still trusts its caches. */
+export const STALE_AFTER_MS = 2_000
+/** A replica seen in the registry more recently than this is waited for; older ones have stopped trusting. */
+export const LIVE_WINDOW_MS = STALE_AFTER_MS + 500
+/** The longest a revoke waits for confirmation before answering that it could not confirm. */
+export const DEADLINE_MS = 10_000
+/** How long the fast path waits for acknowledgements before leaving the rest to Postgres. */
+const ACK_WAIT_MS = 1_000
+const RECHECK_INTERVAL_MS = 100
+/**
+ * A recheck of the registry starts only with at least this much of the deadline left: one cut
+ * short by the deadline itself would report a healthy but busy Postgres as the problem.
+ */
+const MIN_RECHECK_MS = 300
 
 export interface InvalidationReport {
-  /** Gateway replicas that were subscribed when the invalidation was published. */
-  subscribers: number
+  /** True when every live replica has dropped the keys. */
+  confirmed: boolean
+  /** Replicas that acknowledged through Redis. */
   acknowledged: number
+  /** Live replicas that had not confirmed by the deadline. */
+  unconfirmed: string[]
+  /** What went wrong along the way (Redis, Postgres), for the message and the logs. */
+  problems: string[]
 }
-
-/** Names of every Redis key and channel, under one prefix per deployment (or test run). */
-export function redisNames(prefix: string) {
-  return {
-    cacheEntry: (hash: string) => `${prefix}key:${hash}`,
-    channel: `${prefix}key-invalidation`,
-    acknowledgements: (invalidationId: string) => `${prefix}key-invalidation-ack:${invalidationId}`,
-  }
-}
-
-/** Terminal markers outlive any in-flight lookup by far; after they expire Postgres still answers the same. */
-export const TERMINAL_MARKER_TTL_SECONDS = 24 * 60 * 60
 
 export interface KeyInvalidator {
-  invalidate(keys: readonly KeyInvalidation[]): Promise<InvalidationReport>
+  /** `xid`: the committed transaction that ended or changed the keys (currentTransactionId). */
+  invalidate(keys: readonly KeyInvalidation[], xid: string): Promise<InvalidationReport>
   close(): Promise<void>
 }
 
-/** Used when there is no Redis: the single gateway replica reads Postgres for every key check. */
-export const localOnlyInvalidator: KeyInvalidator = {
-  invalidate: () => Promise.resolve({ subscribers: 0, acknowledged: 0 }),
-  close: () => Promise.resolve(),
+/** The fast path's Redis clients: one for commands, one of its own for BLPOP, which holds its connection while it waits. */
+export interface RedisChannel {
+  commands: Redis
+  blocking: Redis
+  prefix: string
+  codec: KeyStateCodec
+  /** Settles once both clients are connected (or failed to); the revoke itself never waits on it before committing. */
+  connected?: Promise<void>
 }
 
-export class InvalidationError extends Error {
-  constructor(message: string) {
-    super(message)
-    this.name = 'InvalidationError'
-  }
-}
-
-export class RedisKeyInvalidator implements KeyInvalidator {
-  private readonly names: ReturnType<typeof redisNames>
-
-  /**
-   * @param commands a client for ordinary commands
-   * @param blocking a client of its own for BLPOP, which holds its connection while it waits
-   */
+/**
+ * Raised by callers (the key service) when a change committed but was not
+ * confirmed: a 503 whose message says what was saved and what was not
+ * confirmed, so the CLI, the console and the API all say it plainly.
+ */
+export class InvalidationNotConfirmed extends ApiError {
   constructor(
-    private readonly commands: Redis,
-    private readonly blocking: Redis,
-    prefix: string,
-    private readonly ackTimeoutMs = 3_000,
+    readonly report: InvalidationReport,
+    what: string,
   ) {
-    this.names = redisNames(prefix)
+    super(
+      'serviceUnavailable',
+      `${what}, but not every gateway replica confirmed dropping it (${describeProblems(report)}); ` +
+        `every replica refuses it within ${STALE_AFTER_MS / 1000} s of the change all the same`,
+    )
+    this.name = 'InvalidationNotConfirmed'
+  }
+}
+
+function describeProblems(report: InvalidationReport): string {
+  const parts = [...report.problems]
+  if (report.unconfirmed.length > 0) parts.push(`not confirmed by ${report.unconfirmed.length} replica(s): ${report.unconfirmed.slice(0, 5).join(', ')}`)
+  return parts.length === 0 ? 'no confirmation' : parts.join('; ')
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** Resolves with `promise`, or rejects after `ms`; the timer never keeps the process alive. */
+function withDeadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms)
+    timer.unref()
+  })
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
+}
+
+export class KeyRevocationNotifier implements KeyInvalidator {
+  constructor(
+    private readonly pool: Pool,
+    private readonly redis: RedisChannel | null,
+    private readonly options: { deadlineMs?: number; ackWaitMs?: number; liveWindowMs?: number } = {},
+  ) {}
+
+  async invalidate(keys: readonly KeyInvalidation[], xid: string): Promise<InvalidationReport> {
+    const report: InvalidationReport = { confirmed: false, acknowledged: 0, unconfirmed: [], problems: [] }
+    if (keys.length === 0) return { ...report, confirmed: true }
+    const deadline = Date.now() + (this.options.deadlineMs ?? DEADLINE_MS)
+    const acknowledgedBy = new Set<string>()
+    if (this.redis !== null) {
+      // The acknowledgement wait plus time for the commands, but never more than half of what is left:
+      // the Postgres confirmation (the backstop) always gets the other half, and the whole stays within the deadline.
+      const budget = Math.max(0, Math.min((this.options.ackWaitMs ?? ACK_WAIT_MS) + 2_000, (deadline - Date.now()) / 2))
+      try {
+        await withDeadline(this.fastPath(this.redis, keys, acknowledgedBy, report), budget, 'the Redis invalidation')
+      } catch (error) {
+        report.problems.push(`Redis: ${errorText(error)}`)
+      }
+      report.acknowledged = acknowledgedBy.size
+    }
+    const liveWindowMs = this.options.liveWindowMs ?? LIVE_WINDOW_MS
+    let postgresProblem: string | undefined
+    for (;;) {
+      try {
+        const behind = await withDeadline(replicasBehind(this.pool, xid, liveWindowMs), Math.max(1, deadline - Date.now()), 'reading the replica registry')
+        report.unconfirmed = behind.filter((id) => !acknowledgedBy.has(id))
+        postgresProblem = undefined
+        if (report.unconfirmed.length === 0) return { ...report, confirmed: true }
+      } catch (error) {
+        postgresProblem = `Postgres: ${errorText(error)}`
+      }
+      if (deadline - Date.now() < RECHECK_INTERVAL_MS + MIN_RECHECK_MS) break
+      await sleep(RECHECK_INTERVAL_MS)
+    }
+    if (postgresProblem !== undefined) report.problems.push(postgresProblem)
+    return report
   }
 
-  async invalidate(keys: readonly KeyInvalidation[]): Promise<InvalidationReport> {
-    if (keys.length === 0) return { subscribers: 0, acknowledged: 0 }
-    try {
-      const markers = this.commands.multi()
-      for (const key of keys) {
-        markers.set(this.names.cacheEntry(key.hash), JSON.stringify({ status: key.state }), 'EX', TERMINAL_MARKER_TTL_SECONDS)
+  /** Markers, message, acknowledgements; each step that fails is noted and the next still tried. */
+  private async fastPath(redis: RedisChannel, keys: readonly KeyInvalidation[], acknowledgedBy: Set<string>, report: InvalidationReport): Promise<void> {
+    await redis.connected
+    const names = redisNames(redis.prefix)
+    const now = Date.now()
+    const markers = redis.commands.multi()
+    for (const key of keys) {
+      // A terminal marker replaces whatever entry there was (gateways fill only with SET NX); a changed key is simply forgotten.
+      if (isTerminal(key.state)) {
+        const ttl = redisTtlSeconds.terminal
+        markers.set(names.cacheEntry(key.hash), redis.codec.encodeEntry(key.hash, { status: key.state }, now + ttl * 1000), 'EX', ttl)
+      } else {
+        markers.del(names.cacheEntry(key.hash))
       }
-      await markers.exec()
-      const message: InvalidationMessage = { id: randomUUID(), hashes: keys.map((key) => key.hash) }
-      const subscribers = await this.commands.publish(this.names.channel, JSON.stringify(message))
-      const ackList = this.names.acknowledgements(message.id)
-      let acknowledged = 0
-      const deadline = Date.now() + this.ackTimeoutMs
-      while (acknowledged < subscribers) {
-        const remainingSeconds = (deadline - Date.now()) / 1000
-        if (remainingSeconds <= 0) break
-        const popped = await this.blocking.blpop(ackList, Math.max(remainingSeconds, 0.01))
-        if (popped === null) break
-        acknowledged++
-      }
-      await this.commands.del(ackList)
-      return { subscribers, acknowledged }
-    } catch (error) {
-      throw new InvalidationError(`gateway caches could not be invalidated: ${error instanceof Error ? error.message : String(error)}`)
     }
+    try {
+      const results = await markers.exec()
+      const failed = results?.find(([error]) => error !== null)?.[0]
+      if (failed) report.problems.push(`Redis markers not written: ${errorText(failed)}`)
+    } catch (error) {
+      report.problems.push(`Redis markers not written: ${errorText(error)}`)
+    }
+    const message = newInvalidationMessage(keys)
+    const subscribers = await redis.commands.publish(names.channel, redis.codec.encodeMessage(message))
+    const ackList = names.acknowledgements(message.id)
+    const until = Date.now() + (this.options.ackWaitMs ?? ACK_WAIT_MS)
+    let popped = 0
+    while (popped < subscribers) {
+      const remainingSeconds = (until - Date.now()) / 1000
+      if (remainingSeconds <= 0) break
+      const item = await redis.blocking.blpop(ackList, Math.max(remainingSeconds, 0.01))
+      if (item === null) break
+      popped++
+      const replicaId = redis.codec.decodeAck(message.id, item[1])
+      // A forged acknowledgement is ignored: it names no replica, so it confirms nothing.
+      if (replicaId !== undefined) acknowledgedBy.add(replicaId)
+    }
+    await redis.commands.del(ackList).catch(() => undefined)
   }
 
   async close(): Promise<void> {
-    this.commands.disconnect()
-    this.blocking.disconnect()
-  }
-}
-
-/** Parses a message from the channel; anything malformed is ignored by the caller, never trusted. */
-export function parseInvalidationMessage(text: string): InvalidationMessage | undefined {
-  try {
-    const value: unknown = JSON.parse(text)
-    if (typeof value !== 'object' || value === null) return undefined
-    const { id, hashes } = value as Record<string, unknown>
-    if (typeof id !== 'string' || !Array.isArray(hashes) || !hashes.every((h) => typeof h === 'string')) return undefined
-    return { id, hashes: hashes as string[] }
-  } catch {
-    return undefined
+    this.redis?.commands.disconnect()
+    this.redis?.blocking.disconnect()
   }
 }
 
 /** A gateway replica's acknowledgement that it has dropped the message's keys. */
-export async function acknowledgeInvalidation(commands: Redis, prefix: string, message: InvalidationMessage, replicaId: string): Promise<void> {
-  const list = redisNames(prefix).acknowledgements(message.id)
-  await commands.multi().rpush(list, replicaId).expire(list, 60).exec()
+export async function acknowledgeInvalidation(commands: Redis, prefix: string, codec: KeyStateCodec, invalidationId: string, replicaId: string): Promise<void> {
+  const list = redisNames(prefix).acknowledgements(invalidationId)
+  await commands.multi().rpush(list, codec.encodeAck(invalidationId, replicaId)).expire(list, ACK_LIST_TTL_SECONDS).exec()
 }

@@ -1,11 +1,16 @@
 /**
- * The signed `x-tenant-*` headers: the gateway's word to the backends about
- * who is calling. The MAC covers the method, the path with query, the
- * timestamp and every tenant header, so none of them can be changed or
- * replayed onto another request; backends take the tenant from nothing else.
- * The clock is a parameter so tests can move it.
+ * The signed `x-tenant-*` headers: the gateway's word to one backend about
+ * who is calling. The MAC (HMAC-SHA256 under the secret of that backend's
+ * audience) covers the method, the path with query, the timestamp, a nonce
+ * unique to the forwarded request, the audience (which backend it is meant
+ * for), the body's `content-digest` (RFC 9530, SHA-256) and every tenant
+ * header. So none of them can be changed, a signed request cannot be sent to
+ * another backend or with another body, and a backend that remembers the
+ * nonces of its replay window refuses a replayed one. Backends take the tenant
+ * from nothing else. The clock is a parameter so tests can move it.
  */
-import { createHmac, timingSafeEqual } from 'node:crypto'
+import { createHmac, hash, timingSafeEqual } from 'node:crypto'
+import type { BinaryLike, KeyObject } from 'node:crypto'
 import type { Scope } from './scope.js'
 import { isScope } from './scope.js'
 
@@ -16,8 +21,15 @@ export const tenantHeaders = {
   subAccountId: 'x-tenant-sub-account-id',
   keyId: 'x-tenant-key-id',
   timestamp: 'x-tenant-timestamp',
+  /** Which backend the signature is meant for. */
+  audience: 'x-tenant-audience',
+  /** Unique per forwarded request; a backend refuses one it has seen within its window. */
+  nonce: 'x-tenant-nonce',
   signature: 'x-tenant-signature',
 } as const
+
+/** RFC 9530: `content-digest: sha-256=:<base64>:` of the body as sent (empty for no body). */
+export const CONTENT_DIGEST_HEADER = 'content-digest'
 
 /** Who the request acts for, as established by the gateway from the API key. */
 export interface Tenant {
@@ -28,15 +40,39 @@ export interface Tenant {
   keyId: string
 }
 
+/** What of the request itself the signature binds. */
+export interface SignedRequest {
+  method: string
+  /** The path with query exactly as the backend receives it. */
+  pathWithQuery: string
+  /** The backend it is meant for (agency-service, resource-service, …). */
+  audience: string
+  /** `content-digest` of the body as forwarded (contentDigest()). */
+  contentDigest: string
+  nonce: string
+}
+
 /** Seconds either way a signed request stays acceptable (clock skew and transit). */
 export const DEFAULT_REPLAY_WINDOW_SECONDS = 30
 
-function canonical(method: string, pathWithQuery: string, timestamp: string, tenant: Tenant): string {
+export type SigningSecret = BinaryLike | KeyObject
+
+/** The RFC 9530 Content-Digest value of a body (SHA-256). */
+export function contentDigest(body: Buffer | string | undefined): string {
+  return `sha-256=:${hash('sha256', body ?? '', 'base64')}:`
+}
+
+export const EMPTY_CONTENT_DIGEST = contentDigest('')
+
+function canonical(request: SignedRequest, timestamp: string, tenant: Tenant): string {
   return [
-    'v1',
-    method.toUpperCase(),
-    pathWithQuery,
+    'v2',
+    request.method.toUpperCase(),
+    request.pathWithQuery,
     timestamp,
+    request.nonce,
+    request.audience,
+    request.contentDigest,
     tenant.scope,
     tenant.agencyId,
     tenant.subAccountId ?? '',
@@ -44,33 +80,30 @@ function canonical(method: string, pathWithQuery: string, timestamp: string, ten
   ].join('\n')
 }
 
-function mac(secret: string, data: string): Buffer {
+function mac(secret: SigningSecret, data: string): Buffer {
   return createHmac('sha256', secret).update(data).digest()
 }
 
-/** The headers to set on a forwarded request. */
-export function signTenantHeaders(
-  secret: string,
-  method: string,
-  pathWithQuery: string,
-  tenant: Tenant,
-  nowSeconds: number,
-): Record<string, string> {
+/** The headers to set on a forwarded request (tenant headers, audience, nonce, content-digest and signature). */
+export function signTenantHeaders(secret: SigningSecret, request: SignedRequest, tenant: Tenant, nowSeconds: number): Record<string, string> {
   const timestamp = String(Math.floor(nowSeconds))
   const headers: Record<string, string> = {
     [tenantHeaders.scope]: tenant.scope,
     [tenantHeaders.agencyId]: tenant.agencyId,
     [tenantHeaders.keyId]: tenant.keyId,
     [tenantHeaders.timestamp]: timestamp,
-    [tenantHeaders.signature]: mac(secret, canonical(method, pathWithQuery, timestamp, tenant)).toString('hex'),
+    [tenantHeaders.audience]: request.audience,
+    [tenantHeaders.nonce]: request.nonce,
+    [CONTENT_DIGEST_HEADER]: request.contentDigest,
+    [tenantHeaders.signature]: mac(secret, canonical(request, timestamp, tenant)).toString('hex'),
   }
   if (tenant.subAccountId !== null) headers[tenantHeaders.subAccountId] = tenant.subAccountId
   return headers
 }
 
-export type TenantVerification =
-  | { ok: true; tenant: Tenant }
-  | { ok: false; reason: 'missing' | 'malformed' | 'stale' | 'bad-signature' }
+export type TenantRefusal = 'missing' | 'malformed' | 'stale' | 'wrong-audience' | 'bad-signature'
+
+export type TenantVerification = { ok: true; tenant: Tenant; nonce: string; contentDigest: string; timestamp: number } | { ok: false; reason: TenantRefusal }
 
 type HeaderBag = Record<string, string | string[] | undefined>
 
@@ -81,16 +114,27 @@ function single(headers: HeaderBag, name: string): string | undefined {
 
 const SIGNATURE_PATTERN = /^[0-9a-f]{64}$/
 const TIMESTAMP_PATTERN = /^[0-9]{1,12}$/
+export const NONCE_PATTERN = /^[A-Za-z0-9_-]{8,64}$/
+const DIGEST_PATTERN = /^sha-256=:[A-Za-z0-9+/]{43}=:$/
+
+/** What the backend itself knows about the request it received. */
+export interface ReceivedRequest {
+  method: string
+  pathWithQuery: string
+  /** This backend's own audience name. */
+  audience: string
+}
 
 /**
- * Checks a request's tenant headers against the current secret and, during a
- * rotation, the previous one. Every comparison of MACs is constant-time.
+ * Checks a request's tenant headers against this backend's secrets (the
+ * current one and, during a rotation, the previous one). Every comparison of
+ * MACs is constant-time. The body's digest is checked by the caller against
+ * the body it reads (`contentDigest` of the answer).
  */
 export function verifyTenantHeaders(
   headers: HeaderBag,
-  method: string,
-  pathWithQuery: string,
-  secrets: readonly string[],
+  received: ReceivedRequest,
+  secrets: readonly SigningSecret[],
   nowSeconds: number,
   windowSeconds = DEFAULT_REPLAY_WINDOW_SECONDS,
 ): TenantVerification {
@@ -99,25 +143,52 @@ export function verifyTenantHeaders(
   const scope = single(headers, tenantHeaders.scope)
   const agencyId = single(headers, tenantHeaders.agencyId)
   const keyId = single(headers, tenantHeaders.keyId)
+  const audience = single(headers, tenantHeaders.audience)
+  const nonce = single(headers, tenantHeaders.nonce)
+  const digest = single(headers, CONTENT_DIGEST_HEADER)
   const subAccountHeader = headers[tenantHeaders.subAccountId]
-  if (signature === undefined || timestamp === undefined || scope === undefined || agencyId === undefined || keyId === undefined) {
+  if (
+    signature === undefined ||
+    timestamp === undefined ||
+    scope === undefined ||
+    agencyId === undefined ||
+    keyId === undefined ||
+    audience === undefined ||
+    nonce === undefined ||
+    digest === undefined
+  ) {
     return { ok: false, reason: 'missing' }
   }
-  if (!SIGNATURE_PATTERN.test(signature) || !TIMESTAMP_PATTERN.test(timestamp) || !isScope(scope)) {
+  if (
+    !SIGNATURE_PATTERN.test(signature) ||
+    !TIMESTAMP_PATTERN.test(timestamp) ||
+    !isScope(scope) ||
+    !NONCE_PATTERN.test(nonce) ||
+    !DIGEST_PATTERN.test(digest)
+  ) {
     return { ok: false, reason: 'malformed' }
   }
   if (Array.isArray(subAccountHeader)) return { ok: false, reason: 'malformed' }
   const subAccountId = subAccountHeader ?? null
   if ((scope === 'SUB-ACCOUNT') !== (subAccountId !== null)) return { ok: false, reason: 'malformed' }
-  if (Math.abs(nowSeconds - Number(timestamp)) > windowSeconds) return { ok: false, reason: 'stale' }
+  const signedAt = Number(timestamp)
+  if (Math.abs(nowSeconds - signedAt) > windowSeconds) return { ok: false, reason: 'stale' }
+  if (audience !== received.audience) return { ok: false, reason: 'wrong-audience' }
 
   const tenant: Tenant = { scope, agencyId, subAccountId, keyId }
   const presented = Buffer.from(signature, 'hex')
-  const data = canonical(method, pathWithQuery, timestamp, tenant)
+  const data = canonical({ method: received.method, pathWithQuery: received.pathWithQuery, audience, contentDigest: digest, nonce }, timestamp, tenant)
   let matched = false
   for (const secret of secrets) {
     // Check every secret rather than stopping at the first match, so timing does not tell which one signed.
     if (timingSafeEqual(mac(secret, data), presented)) matched = true
   }
-  return matched ? { ok: true, tenant } : { ok: false, reason: 'bad-signature' }
+  return matched ? { ok: true, tenant, nonce, contentDigest: digest, timestamp: signedAt } : { ok: false, reason: 'bad-signature' }
+}
+
+/** The backends' own audience names; a route of the gateway's map defaults to the one of its scope. */
+export const AGENCY_SERVICE_AUDIENCE = 'agency-service'
+export const RESOURCE_SERVICE_AUDIENCE = 'resource-service'
+export function defaultAudience(scope: Scope): string {
+  return scope === 'AGENCY' ? AGENCY_SERVICE_AUDIENCE : RESOURCE_SERVICE_AUDIENCE
 }

@@ -1,24 +1,42 @@
 /**
  * The backends' side of the signed `x-tenant-*` headers: one Fastify plugin
- * that lets a request through only when the gateway signed it, and hands the
- * route the tenant the gateway established from the API key. Routes read the
- * tenant from `request.tenant` and from nothing else (never the path, query
- * or body).
+ * that lets a request through only when the gateway signed it for this
+ * backend (its audience), with exactly the body it carries, and only once;
+ * and hands the route the tenant the gateway established from the API key.
+ * Routes read the tenant from `request.tenant` and from nothing else (never
+ * the path, query or body).
+ *
+ * In order, for every signed route:
+ * 1. onRequest: verifyTenantHeaders (presence, form, replay window, audience,
+ *    the MAC under this audience's current or previous secret); then the nonce,
+ *    refused when seen before and otherwise remembered; then, for a request
+ *    without a body, the signed digest must be the empty body's.
+ * 2. preParsing: a request with a body is read through a hashing stream that
+ *    compares the digest of the bytes Fastify read with the signed one at
+ *    their end, so the parser (and the handler) never get a mismatched body.
+ * 3. preValidation: a request with a body that was not read through that
+ *    stream (a GET with a body, which Fastify never reads) is refused: nothing
+ *    reaches a handler with a digest nobody checked.
+ *
+ * Every refusal is 401 in the error envelope and one warn line naming the
+ * reason, never a header value.
  *
  * Which routes are unsigned (health probes, the console) is decided on the
  * route the router matched, never on the raw path the caller sent; a request
  * that matches no route must be signed too, so an unsigned caller learns
  * nothing about what exists.
  */
+import { createHash, timingSafeEqual } from 'node:crypto'
+import { Transform } from 'node:stream'
+import type { TransformCallback } from 'node:stream'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
-import type { Env } from './config.js'
-import { ConfigError, requireSecret, readSecret } from './config.js'
 import { ApiError, errorCatalog } from './errors.js'
 import { sendError } from './error-envelope-plugin.js'
 import type { Scope } from './scope.js'
-import type { Tenant } from './tenant-signature.js'
-import { DEFAULT_REPLAY_WINDOW_SECONDS, verifyTenantHeaders } from './tenant-signature.js'
+import { isAudience } from './secrets.js'
+import type { SigningSecret, Tenant, TenantRefusal } from './tenant-signature.js'
+import { DEFAULT_REPLAY_WINDOW_SECONDS, EMPTY_CONTENT_DIGEST, verifyTenantHeaders } from './tenant-signature.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -31,8 +49,10 @@ declare module 'fastify' {
 }
 
 export interface TenantVerifierOptions {
-  /** The current secret first, then (during a rotation) the previous one. */
-  secrets: readonly string[]
+  /** This backend's audience name (AGENCY_SERVICE_AUDIENCE, RESOURCE_SERVICE_AUDIENCE): requests signed for another are refused. */
+  audience: string
+  /** This audience's secrets (readAudienceSecrets): the current one first, then (during a rotation) the previous one. */
+  secrets: readonly SigningSecret[]
   /** The clock, in seconds; a parameter so tests can move it. */
   now?: () => number
   /** Seconds a signature stays acceptable, either way. */
@@ -44,19 +64,12 @@ export interface TenantVerifierOptions {
   unsignedRoutes?: readonly string[]
 }
 
-/** The secrets a backend accepts: TENANT_SIGNING_SECRET (required) and, during a rotation, TENANT_SIGNING_SECRET_PREVIOUS. */
-export function readTenantSigningSecrets(env: Env): readonly string[] {
-  const current = requireSecret(env, 'TENANT_SIGNING_SECRET')
-  const previous = readSecret(env, 'TENANT_SIGNING_SECRET_PREVIOUS')
-  if (previous === current) throw new ConfigError('TENANT_SIGNING_SECRET_PREVIOUS', 'must differ from TENANT_SIGNING_SECRET')
-  return Object.freeze(previous === undefined ? [current] : [current, previous])
-}
+/** Why a request was refused, as logged: the signature's own reasons, a nonce seen before, or a body that is not the signed one. */
+export type TenantVerifierRefusal = TenantRefusal | 'replayed' | 'body-mismatch'
 
 function isUnderPrefix(routeUrl: string, prefix: string): boolean {
   return routeUrl === prefix || routeUrl.startsWith(prefix.endsWith('/') ? prefix : `${prefix}/`)
 }
-
-const verifiedTenants = new WeakMap<FastifyRequest, Tenant>()
 
 /**
  * A matched route is unsigned when it was declared under an unsigned
@@ -72,31 +85,159 @@ function unsignedRouteCheck(unsignedRoutes: readonly string[]): (request: Fastif
   }
 }
 
+/**
+ * The nonces accepted within the replay window, in two generations of Sets:
+ * each check is O(1) and memory holds at most two periods of requests. A
+ * request signed at `t` is acceptable from `t - window` to `t + window`, so a
+ * nonce must be remembered for two windows after it was first accepted; a
+ * nonce stays at least one whole period (it is dropped only when its
+ * generation is rotated out the second time), so the period is two windows.
+ */
+export class NonceMemory {
+  private current = new Set<string>()
+  private previous = new Set<string>()
+  private startedAt: number | undefined
+
+  constructor(private readonly periodSeconds: number) {}
+
+  /** True when the nonce is new (it is now remembered); false when it was seen within the period. */
+  remember(nonce: string, nowSeconds: number): boolean {
+    this.rotate(nowSeconds)
+    if (this.current.has(nonce) || this.previous.has(nonce)) return false
+    this.current.add(nonce)
+    return true
+  }
+
+  /** How many nonces are held (for tests of the bound). */
+  get size(): number {
+    return this.current.size + this.previous.size
+  }
+
+  private rotate(nowSeconds: number): void {
+    if (this.startedAt === undefined) {
+      this.startedAt = nowSeconds
+      return
+    }
+    const elapsed = nowSeconds - this.startedAt
+    // A clock that went back (tests move it) rotates nothing: forgetting early would let a replay through.
+    if (elapsed < this.periodSeconds) return
+    this.previous = elapsed >= 2 * this.periodSeconds ? new Set() : this.current
+    this.current = new Set()
+    this.startedAt = nowSeconds
+  }
+}
+
+/** Constant-time equality of two digest header values (their length is not secret). */
+function sameDigest(a: string, b: string): boolean {
+  const left = Buffer.from(a)
+  const right = Buffer.from(b)
+  return left.length === right.length && timingSafeEqual(left, right)
+}
+
+/** A request carries a body when it says so: a content-length above 0, or any transfer-encoding. */
+function hasBody(request: FastifyRequest): boolean {
+  const length = request.headers['content-length']
+  return request.headers['transfer-encoding'] !== undefined || (length !== undefined && Number(length) > 0)
+}
+
+interface Verified {
+  tenant: Tenant
+  /** The signed content-digest. */
+  digest: string
+  /** The body was checked against the digest (or there was none and the digest was the empty body's). */
+  bodyChecked: boolean
+}
+
+const verifiedRequests = new WeakMap<FastifyRequest, Verified>()
+
+/**
+ * A pass-through that hashes the bytes as Fastify reads them and, at their
+ * end, fails with invalidSignature instead of ending when their digest is not
+ * the signed one; the parser then answers that error and the handler never runs.
+ */
+class DigestCheckingStream extends Transform {
+  /** Bytes read so far; Fastify compares it with content-length. */
+  receivedEncodedLength = 0
+  private readonly hash = createHash('sha256')
+
+  constructor(
+    private readonly expected: string,
+    private readonly onEnd: (matched: boolean) => void,
+  ) {
+    super()
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    this.receivedEncodedLength += chunk.length
+    this.hash.update(chunk)
+    callback(null, chunk)
+  }
+
+  override _flush(callback: TransformCallback): void {
+    const matched = sameDigest(`sha-256=:${this.hash.digest('base64')}:`, this.expected)
+    this.onEnd(matched)
+    callback(matched ? null : new ApiError('invalidSignature'))
+  }
+}
+
 export const tenantVerifier = fp(
   async (app: FastifyInstance, options: TenantVerifierOptions) => {
+    if (!isAudience(options.audience)) throw new Error('tenant-verifier: an audience name is required')
     if (options.secrets.length === 0) throw new Error('tenant-verifier: at least one secret is required')
+    const audience = options.audience
     const secrets = [...options.secrets]
     const now = options.now ?? (() => Date.now() / 1000)
     const windowSeconds = options.windowSeconds ?? DEFAULT_REPLAY_WINDOW_SECONDS
     const isUnsigned = unsignedRouteCheck([...(options.unsignedRoutes ?? [])])
+    const nonces = new NonceMemory(2 * windowSeconds)
+
+    const refuse = (request: FastifyRequest, reply: FastifyReply, reason: TenantVerifierRefusal): FastifyReply => {
+      request.log.warn({ reason }, 'tenant signature refused')
+      return sendError(reply, errorCatalog.invalidSignature.status, errorCatalog.invalidSignature.message)
+    }
 
     app.decorateRequest('tenant', {
       getter(this: FastifyRequest): Tenant {
-        const tenant = verifiedTenants.get(this)
+        const verified = verifiedRequests.get(this)
         // Only a route that was declared unsigned can get here; it has no tenant to read.
-        if (tenant === undefined) throw new ApiError('invalidSignature')
-        return tenant
+        if (verified === undefined) throw new ApiError('invalidSignature')
+        return verified.tenant
       },
     })
 
     app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
       if (isUnsigned(request)) return
-      const result = verifyTenantHeaders(request.headers, request.method, request.raw.url ?? '', secrets, now(), windowSeconds)
-      if (!result.ok) {
-        request.log.warn({ reason: result.reason }, 'tenant signature refused')
-        return sendError(reply, errorCatalog.invalidSignature.status, errorCatalog.invalidSignature.message)
-      }
-      verifiedTenants.set(request, result.tenant)
+      const at = now()
+      const result = verifyTenantHeaders(
+        request.headers,
+        { method: request.method, pathWithQuery: request.raw.url ?? '', audience },
+        secrets,
+        at,
+        windowSeconds,
+      )
+      if (!result.ok) return refuse(request, reply, result.reason)
+      // Remembered only now that the signature is the gateway's, so an unsigned flood cannot fill the memory.
+      if (!nonces.remember(result.nonce, at)) return refuse(request, reply, 'replayed')
+      const withBody = hasBody(request)
+      if (!withBody && !sameDigest(result.contentDigest, EMPTY_CONTENT_DIGEST)) return refuse(request, reply, 'body-mismatch')
+      verifiedRequests.set(request, { tenant: result.tenant, digest: result.contentDigest, bodyChecked: !withBody })
+    })
+
+    app.addHook('preParsing', async (request: FastifyRequest, _reply: FastifyReply, payload) => {
+      const verified = verifiedRequests.get(request)
+      if (verified === undefined || verified.bodyChecked) return payload
+      const checking = new DigestCheckingStream(verified.digest, (matched) => {
+        if (matched) verified.bodyChecked = true
+        else request.log.warn({ reason: 'body-mismatch' satisfies TenantVerifierRefusal }, 'tenant signature refused')
+      })
+      payload.on('error', (error) => checking.destroy(error))
+      return payload.pipe(checking)
+    })
+
+    app.addHook('preValidation', async (request: FastifyRequest, reply: FastifyReply) => {
+      const verified = verifiedRequests.get(request)
+      // A body Fastify did not read (GET, HEAD) was never compared with its digest.
+      if (verified !== undefined && !verified.bodyChecked) return refuse(request, reply, 'body-mismatch')
     })
   },
   { name: 'tenant-verifier', fastify: '5.x', dependencies: ['error-envelope'] },

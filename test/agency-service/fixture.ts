@@ -8,7 +8,7 @@ import { createLogger } from '@scoped/shared/logger'
 import { buildAgencyApp } from '@scoped/agency-service/app'
 import { createKeyInvalidator } from '@scoped/agency-service/invalidator'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
-import { createAgency } from '@scoped/agency-service/tenants'
+import { TenantStore } from '@scoped/agency-service/tenants'
 import { createTestDatabase } from '../helpers/database.js'
 import type { TestDatabase } from '../helpers/database.js'
 import { createTestRedis } from '../helpers/redis.js'
@@ -41,7 +41,11 @@ export interface AgencyServiceFixture {
 export async function startAgencyService(t: Teardown, options: { now?: () => Date } = {}): Promise<AgencyServiceFixture> {
   const db = await createTestDatabase(t)
   const redis = await createTestRedis(t)
-  const invalidator = await createKeyInvalidator(redis.url, redis.prefix, 'agency-service-test')
+  const invalidator = createKeyInvalidator(
+    db.pool,
+    { redisUrl: redis.url, redisKeyPrefix: redis.prefix, keyCacheSecret: randomBytes(32) },
+    'agency-service-test',
+  )
   t.teardown(() => invalidator.close())
   const keys = new KeyService(db.pool, invalidator)
   const secret = newSecret()
@@ -54,8 +58,9 @@ export async function startAgencyService(t: Teardown, options: { now?: () => Dat
     now: options.now,
   })
   const baseUrl = await listen(t, app)
-  const acme = await createAgency(db.pool, 'Acme')
-  const globex = await createAgency(db.pool, 'Globex')
+  const tenants = new TenantStore(db.pool)
+  const acme = await tenants.createAgency('Acme')
+  const globex = await tenants.createAgency('Globex')
   return {
     baseUrl,
     db,

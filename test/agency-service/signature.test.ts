@@ -1,11 +1,12 @@
 /**
  * agency-service trusts only the gateway: a request reached directly without
- * a valid signature of its own method, path and tenant within the replay
- * window gets 401 in the envelope and changes nothing.
+ * a valid signature of its own method, path, body, tenant, nonce and audience
+ * (agency-service) within the replay window, or a second time, gets 401 in
+ * the envelope and changes nothing.
  */
 import t from 'tap'
-import { tenantHeaders } from '@scoped/shared/tenant-signature'
-import { request, subAccountTenant } from '../helpers/signed-request.js'
+import { AGENCY_SERVICE_AUDIENCE, CONTENT_DIGEST_HEADER, contentDigest, RESOURCE_SERVICE_AUDIENCE, tenantHeaders } from '@scoped/shared/tenant-signature'
+import { newNonce, request, subAccountTenant } from '../helpers/signed-request.js'
 import type { SigningOptions } from '../helpers/signed-request.js'
 import { newSecret, startAgencyService } from './fixture.js'
 
@@ -15,7 +16,7 @@ t.test('requests without a valid gateway signature are refused with 401', async 
   const clock = Math.floor(Date.now() / 1000)
   const { baseUrl, secret, acme, globex } = await startAgencyService(t, { now: () => new Date(clock * 1000) })
   const tenant = acme.tenant
-  const signing = (extra: Partial<SigningOptions> = {}): SigningOptions => ({ secret, tenant, timestamp: clock, ...extra })
+  const signing = (extra: Partial<SigningOptions> = {}): SigningOptions => ({ secret, tenant, timestamp: clock, audience: AGENCY_SERVICE_AUDIENCE, ...extra })
   const sub = (await request(baseUrl, 'POST', '/v1/agency/sub-accounts', { body: { name: 'West' }, signing: signing() })).item
   const subPath = `/v1/agency/sub-accounts/${sub['id']}`
 
@@ -27,19 +28,40 @@ t.test('requests without a valid gateway signature are refused with 401', async 
     ['a timestamp too far ahead', 'GET', '/v1/agency', { signing: signing({ timestamp: clock + 31 }) }],
     ['a signature for another path', 'DELETE', subPath, { signing: signing({ signedPath: '/v1/agency/sub-accounts/00000000-0000-4000-8000-000000000000' }) }],
     ['a signature for another method', 'DELETE', subPath, { signing: signing({ signedMethod: 'GET' }) }],
-    ['another agency put in after signing', 'GET', '/v1/agency/sub-accounts', { signing: signing({ override: { [tenantHeaders.agencyId]: globex.tenant.agencyId } }) }],
+    [
+      'another agency put in after signing',
+      'GET',
+      '/v1/agency/sub-accounts',
+      { signing: signing({ override: { [tenantHeaders.agencyId]: globex.tenant.agencyId } }) },
+    ],
     ['an unsigned create', 'POST', '/v1/agency/sub-accounts', { body: { name: 'Mallory' } }],
+    ['signed for the other backend (resource-service)', 'GET', '/v1/agency', { signing: signing({ audience: RESOURCE_SERVICE_AUDIENCE }) }],
+    [
+      'a re-bodied create (signed for another body)',
+      'POST',
+      '/v1/agency/sub-accounts',
+      { body: { name: 'Mallory' }, signing: signing({ contentDigest: contentDigest(JSON.stringify({ name: 'West' })) }) },
+    ],
+    [
+      'a re-bodied PATCH',
+      'PATCH',
+      subPath,
+      { body: { name: 'Mallory' }, signing: signing({ contentDigest: contentDigest(JSON.stringify({ name: 'East' })) }) },
+    ],
+    ['a DELETE carrying a non-empty digest', 'DELETE', subPath, { signing: signing({ contentDigest: contentDigest('{}') }) }],
+    ...[tenantHeaders.audience, tenantHeaders.nonce, CONTENT_DIGEST_HEADER].map((header): [string, string, string, Parameters<typeof request>[3]] => [
+      `missing ${header}`,
+      'DELETE',
+      subPath,
+      { signing: signing({ omit: [header] }) },
+    ]),
   ]
   for (const [name, method, path, options] of cases) {
     const response = await request(baseUrl, method, path, options)
     t.equal(response.status, 401, name)
     t.same(response.json, refused, name)
   }
-  t.same(
-    (await request(baseUrl, 'GET', '/v1/agency/sub-accounts', { signing: signing() })).items.map((item) => item['id']),
-    [sub['id']],
-    'nothing was created or deleted',
-  )
+  t.same((await request(baseUrl, 'GET', '/v1/agency/sub-accounts', { signing: signing() })).items, [sub], 'nothing was created, changed or deleted')
   t.same((await request(baseUrl, 'GET', '/v1/agency/sub-accounts', { signing: signing({ tenant: globex.tenant }) })).items, [])
 })
 
@@ -59,7 +81,7 @@ t.test('a SUB-ACCOUNT tenant is refused with 403 on agency routes', async (t) =>
     ['GET', '/v1/agency/sub-accounts'],
     ['DELETE', `/v1/agency/sub-accounts/${sub['id']}`],
   ]) {
-    const response = await request(baseUrl, method!, path!, { signing: { secret, tenant } })
+    const response = await request(baseUrl, method!, path!, { signing: { secret, tenant, audience: AGENCY_SERVICE_AUDIENCE } })
     t.equal(response.status, 403, `${method} ${path}`)
     t.same(response.json, { success: false, message: 'This API key does not have access to this resource' })
   }
@@ -76,4 +98,15 @@ t.test('health probes and the console are unsigned; unknown API routes are not',
   const signed = await acme.get('/v1/no-such-route')
   t.equal(signed.status, 404)
   t.same(signed.json, { success: false, message: 'Not found' })
+})
+
+t.test('a signed request is accepted once: the same headers again are refused', async (t) => {
+  const { baseUrl, secret, acme } = await startAgencyService(t)
+  const signing: SigningOptions = { secret, tenant: acme.tenant, nonce: newNonce(), timestamp: Math.floor(Date.now() / 1000) }
+  const created = await request(baseUrl, 'POST', '/v1/agency/sub-accounts', { body: { name: 'West' }, signing })
+  t.equal(created.status, 201)
+  const replayed = await request(baseUrl, 'POST', '/v1/agency/sub-accounts', { body: { name: 'West' }, signing })
+  t.equal(replayed.status, 401)
+  t.same(replayed.json, refused)
+  t.same((await acme.get('/v1/agency/sub-accounts')).items, [created.item], 'one sub-account, not two')
 })

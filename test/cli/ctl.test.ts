@@ -41,7 +41,9 @@ t.test('the operator CLI, driven as a process', async (t) => {
   await fails(['user', 'create', '--email', 'x@acme.test', '--agency', agency.id, '--role', 'king'], 'role must be one of owner, admin, member')
 
   const agencyKey = (await ok(['key', 'create', '--agency', agency.id, '--name', 'billing sync'])) as Record<string, string>
-  t.same(Object.keys(agencyKey).sort(), ['id', 'key', 'name', 'scope'])
+  t.same(Object.keys(agencyKey).sort(), ['allowedCidrs', 'expiresAt', 'id', 'key', 'name', 'scope'])
+  t.equal(agencyKey['expiresAt'], null, 'no expiry unless asked for')
+  t.same(agencyKey['allowedCidrs'], [], 'any address unless limited')
   t.equal(agencyKey['scope'], 'AGENCY')
   t.ok(parseKey(agencyKey['key']!).ok, 'the plaintext is a well-formed key')
 
@@ -50,8 +52,32 @@ t.test('the operator CLI, driven as a process', async (t) => {
 
   const listed = (await ok(['key', 'list', '--sub-account', sub.id])) as Array<Record<string, unknown>>
   t.equal(listed.length, 1)
-  t.same(Object.keys(listed[0]!).sort(), ['createdAt', 'id', 'lastUsedAt', 'name', 'revokedAt', 'scope', 'status'])
-  t.match(listed[0], { id: subKey['id'], name: 'crm import', scope: 'SUB-ACCOUNT', status: 'active', lastUsedAt: null, revokedAt: null })
+  t.same(Object.keys(listed[0]!).sort(), [
+    'allowedCidrs',
+    'createdAt',
+    'expiresAt',
+    'id',
+    'lastUsedAt',
+    'lastUsedIp',
+    'name',
+    'replacedBy',
+    'revokedAt',
+    'scope',
+    'status',
+  ])
+  t.same(listed[0], {
+    id: subKey['id'],
+    name: 'crm import',
+    scope: 'SUB-ACCOUNT',
+    status: 'active',
+    createdAt: listed[0]!['createdAt'],
+    lastUsedAt: null,
+    lastUsedIp: null,
+    revokedAt: null,
+    expiresAt: null,
+    replacedBy: null,
+    allowedCidrs: [],
+  })
   t.notOk(JSON.stringify(listed).includes(subKey['key']!), 'the list never shows the plaintext')
 
   t.same(await ok(['key', 'revoke', subKey['id']!]), { id: subKey['id'], status: 'revoked' })
@@ -88,7 +114,10 @@ t.test('a pg_dump of the database holds no plaintext key and no secret part of o
   const env = { DATABASE_URL: db.url }
   const agency = (await runCtl(['agency', 'create', '--name', 'Dump'], env)).json as Created
   const plaintexts: string[] = []
-  for (const args of [['--agency', agency.id], ['--agency', agency.id]]) {
+  for (const args of [
+    ['--agency', agency.id],
+    ['--agency', agency.id],
+  ]) {
     const created = (await runCtl(['key', 'create', ...args, '--name', 'dumped'], env)).json as { key: string; id: string }
     plaintexts.push(created.key)
   }

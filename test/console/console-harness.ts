@@ -9,9 +9,9 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import type { Pool } from '@scoped/shared/db'
 import { errorEnvelopePlugin } from '@scoped/shared/error-envelope-plugin'
 import type { KeyInvalidator } from '@scoped/shared/key-invalidation'
-import { localOnlyInvalidator } from '@scoped/shared/key-invalidation'
+import { KeyRevocationNotifier } from '@scoped/shared/key-invalidation'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
-import { createAgency, createSubAccount, createUser } from '@scoped/agency-service/tenants'
+import { TenantStore } from '@scoped/agency-service/tenants'
 import type { Role } from '@scoped/agency-service/tenants'
 import { consolePlugin } from '@scoped/agency-service/console/index'
 import { createTestDatabase } from '../helpers/database.js'
@@ -36,8 +36,8 @@ export interface ConsoleApp {
   clock: TestClock
 }
 
-export async function buildConsoleApp(pool: Pool, invalidator: KeyInvalidator = localOnlyInvalidator, clock = new TestClock()): Promise<ConsoleApp> {
-  const keys = new KeyService(pool, invalidator)
+export async function buildConsoleApp(pool: Pool, invalidator?: KeyInvalidator, clock = new TestClock()): Promise<ConsoleApp> {
+  const keys = new KeyService(pool, invalidator ?? new KeyRevocationNotifier(pool, null))
   const app = Fastify({ logger: false, trustProxy: true })
   await app.register(errorEnvelopePlugin)
   await app.register(consolePlugin, { prefix: '/console', pool, keys, now: clock.now })
@@ -69,14 +69,15 @@ let counter = 0
 export async function createUserWith(pool: Pool, agencyId: string, role: Role, subAccountId?: string): Promise<{ id: string; email: string }> {
   counter++
   const email = `${role}${counter}-${Math.random().toString(36).slice(2, 8)}@example.test`
-  return createUser(pool, { email, password: PASSWORD, agencyId, role, ...(subAccountId === undefined ? {} : { subAccountId }) })
+  return new TenantStore(pool).createUser({ email, password: PASSWORD, agencyId, role, ...(subAccountId === undefined ? {} : { subAccountId }) })
 }
 
 /** An agency with two sub-accounts, an owner, an admin, and a member of the first sub-account. */
 export async function createWorld(pool: Pool, name = 'Acme'): Promise<World> {
-  const agency = await createAgency(pool, name)
-  const sub = await createSubAccount(pool, agency.id, `${name} West`)
-  const other = await createSubAccount(pool, agency.id, `${name} East`)
+  const tenants = new TenantStore(pool)
+  const agency = await tenants.createAgency(name)
+  const sub = await tenants.createSubAccount(agency.id, `${name} West`)
+  const other = await tenants.createSubAccount(agency.id, `${name} East`)
   return {
     agencyId: agency.id,
     subAccountId: sub.id,
@@ -133,7 +134,12 @@ export class ConsoleClient {
   /** A form post as a browser sends it; `headers` override or add (pass undefined to drop one). */
   async post(path: string, form: Form, headers: Record<string, string | undefined> = {}): Promise<LightMyRequestResponse> {
     const merged: Record<string, string> = {}
-    for (const [name, value] of Object.entries({ ...this.baseHeaders(path), 'content-type': 'application/x-www-form-urlencoded', ...sameOriginHeaders, ...headers })) {
+    for (const [name, value] of Object.entries({
+      ...this.baseHeaders(path),
+      'content-type': 'application/x-www-form-urlencoded',
+      ...sameOriginHeaders,
+      ...headers,
+    })) {
       if (value !== undefined) merged[name] = value
     }
     return this.remember(await this.app.inject({ method: 'POST', url: path, headers: merged, payload: new URLSearchParams(form).toString() }))
@@ -164,7 +170,11 @@ export async function signedIn(app: FastifyInstance, email: string, clientAddres
 }
 
 /** The path the created-key redirect points at, and the page it shows. */
-export async function createKeyThroughConsole(client: ConsoleClient, keysPath: string, name: string): Promise<{ created: LightMyRequestResponse; reveal: LightMyRequestResponse; plaintext: string }> {
+export async function createKeyThroughConsole(
+  client: ConsoleClient,
+  keysPath: string,
+  name: string,
+): Promise<{ created: LightMyRequestResponse; reveal: LightMyRequestResponse; plaintext: string }> {
   const created = await client.submit(keysPath, keysPath, { name })
   if (created.statusCode !== 303) throw new Error(`create answered ${created.statusCode}: ${created.body}`)
   const reveal = await client.get(String(created.headers.location))

@@ -59,11 +59,19 @@ t.test('behind the gateway (host rewritten to the backend) a browser is judged b
   const browser = { host: '127.0.0.1:4001', origin: 'https://127.0.0.1:8443' }
   t.equal((await owner.post(keysPath, { csrf: token, name: 'k0' }, { ...browser, 'sec-fetch-site': 'same-origin' })).statusCode, 303, 'a current browser')
   t.equal((await owner.post(keysPath, { csrf: token, name: 'k0' }, { ...browser, 'sec-fetch-site': 'cross-site' })).statusCode, 403)
-  t.equal((await owner.post(keysPath, { csrf: token, name: 'k0' }, { ...browser, 'sec-fetch-site': undefined })).statusCode, 403, 'no Fetch Metadata and no x-forwarded-host: refused')
+  t.equal(
+    (await owner.post(keysPath, { csrf: token, name: 'k0' }, { ...browser, 'sec-fetch-site': undefined })).statusCode,
+    403,
+    'no Fetch Metadata and no x-forwarded-host: refused',
+  )
   const headers = { host: '127.0.0.1:4001', 'x-forwarded-host': 'console.example:8443', 'sec-fetch-site': undefined }
   t.equal((await owner.post(keysPath, { csrf: token, name: 'k1' }, { ...headers, origin: 'https://console.example:8443' })).statusCode, 303)
   t.equal((await owner.post(keysPath, { csrf: token, name: 'k2' }, { ...headers, origin: 'https://evil.example:8443' })).statusCode, 403)
-  t.equal((await owner.post(keysPath, { csrf: token, name: 'k3' }, { ...headers, origin: undefined })).statusCode, 303, 'a client that sends no Origin still needs the token')
+  t.equal(
+    (await owner.post(keysPath, { csrf: token, name: 'k3' }, { ...headers, origin: undefined })).statusCode,
+    303,
+    'a client that sends no Origin still needs the token',
+  )
   t.equal((await owner.post(keysPath, { name: 'k4' }, { ...headers, origin: undefined })).statusCode, 403)
 })
 

@@ -69,7 +69,10 @@ t.test('the reveal cookie is scoped to the one page that shows the key', async (
   const owner = await signedIn(app, world.owner.email)
   const keysPath = `/console/agencies/${world.agencyId}/keys`
   const created = await owner.post(keysPath, { csrf: csrfToken((await owner.get(keysPath)).body), name: 'k' })
-  const cookie = [created.headers['set-cookie']].flat().map(String).find((line) => line.startsWith('__Secure-sak-console-reveal='))!
+  const cookie = [created.headers['set-cookie']]
+    .flat()
+    .map(String)
+    .find((line) => line.startsWith('__Secure-sak-console-reveal='))!
   t.match(cookie, `Path=${String(created.headers.location)}`)
   t.match(cookie, /Max-Age=300/)
   t.match(cookie, /; Secure/)
@@ -110,14 +113,11 @@ t.test('revoke and delete ask for confirmation, take effect, and record the user
   t.equal(deleted.statusCode, 303)
   t.equal(deleted.headers.location, `${keysPath}?notice=deleted`)
   t.equal((await pool.query('SELECT 1 FROM api_keys')).rowCount, 0)
-  t.same(
-    (await pool.query('SELECT event, actor FROM api_key_events WHERE key_id = $1 ORDER BY id', [keyId])).rows,
-    [
-      { event: 'created', actor: `user:${world.owner.id}` },
-      { event: 'revoked', actor: `user:${world.owner.id}` },
-      { event: 'deleted', actor: `user:${world.owner.id}` },
-    ],
-  )
+  t.same((await pool.query('SELECT event, actor FROM api_key_events WHERE key_id = $1 ORDER BY id', [keyId])).rows, [
+    { event: 'created', actor: `user:${world.owner.id}` },
+    { event: 'revoked', actor: `user:${world.owner.id}` },
+    { event: 'deleted', actor: `user:${world.owner.id}` },
+  ])
   t.equal((await owner.get(`${keysPath}/${keyId}/delete`)).statusCode, 404, 'a deleted key is not found')
 })
 

@@ -75,7 +75,11 @@ t.test('the sign-in form is protected against cross-site posts (login CSRF)', as
   const noCookie = new ConsoleClient(app)
   const page = await noCookie.get('/console/sign-in')
   noCookie.jar.clear()
-  t.equal((await noCookie.post('/console/sign-in', { csrf: csrfToken(page.body), email: world.owner.email, password: PASSWORD })).statusCode, 403, 'no sign-in cookie')
+  t.equal(
+    (await noCookie.post('/console/sign-in', { csrf: csrfToken(page.body), email: world.owner.email, password: PASSWORD })).statusCode,
+    403,
+    'no sign-in cookie',
+  )
 
   const crossSite = new ConsoleClient(app)
   const form = await crossSite.get('/console/sign-in')

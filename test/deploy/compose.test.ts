@@ -83,7 +83,11 @@ t.test('two gateway replicas, each with its own host ports', async (t) => {
     t.ok(match, `${port} publishes a range of host ports`)
     if (match !== null) t.equal(Number(match[2]) - Number(match[1]) + 1, 2, `${port}: one host port per replica`)
   }
-  t.equal(environment(gateway).REDIS_URL?.startsWith('redis://redis:'), true, 'replicas share the cache and the revocation channel')
+  t.match(
+    envExample.get('REDIS_URL') === '' ? readProjectFile('deploy/.env.example') : '',
+    /redis:\/\/scoped:<REDIS_PASSWORD>@redis:6379/,
+    'replicas share the cache and the revocation channel, as the ACL user',
+  )
 })
 
 t.test('migrations run once, as a job every service waits for', async (t) => {
@@ -110,22 +114,42 @@ t.test('every process runs a compiled entry point that has a source file', async
   }
 })
 
+/** A value that compose takes from deploy/.env: `${NAME}` or `${NAME:?message}`, NAME documented in the example. */
+function fromEnvFile(value: string): string | undefined {
+  const name = /^\$\{([A-Z_]+)(?::\?[^}]*)?\}$/.exec(value)?.[1]
+  return name !== undefined && envExample.has(name) ? name : undefined
+}
+
 t.test('secrets come from deploy/.env only, never as literal values', async (t) => {
   for (const [name, entry] of Object.entries(services)) {
     for (const [variable, value] of Object.entries(environment(entry))) {
-      t.notMatch(variable, /SECRET|PASSWORD|DATABASE_URL/, `${name}: ${variable} is not set in compose.yaml`)
+      if (fromEnvFile(value) === undefined) t.notMatch(variable, /SECRET|PASSWORD|DATABASE_URL|REDIS_URL/, `${name}: ${variable} is not set in compose.yaml`)
       t.notMatch(value, /:\/\/[^/@]*:[^/@]*@/, `${name}: ${variable} carries no credentials`)
     }
   }
-  for (const name of [...appServices, 'postgres']) t.same(envFiles(service(name)), ['.env'], `${name} reads deploy/.env`)
-  t.same(envFiles(service('redis')), [], 'Redis needs no secret')
+  for (const name of [...appServices, 'postgres', 'redis']) t.same(envFiles(service(name)), ['.env'], `${name} reads deploy/.env`)
   t.same(
     [...envExample.keys()].sort(),
-    ['DATABASE_URL', 'POSTGRES_PASSWORD', 'TENANT_SIGNING_SECRET', 'TENANT_SIGNING_SECRET_PREVIOUS'],
+    [
+      'AGENCY_DATABASE_URL',
+      'AGENCY_DB_PASSWORD',
+      'DATABASE_URL',
+      'GATEWAY_DATABASE_URL',
+      'GATEWAY_DB_PASSWORD',
+      'POSTGRES_PASSWORD',
+      'REDIS_PASSWORD',
+      'REDIS_URL',
+      'RESOURCE_DATABASE_URL',
+      'RESOURCE_DB_PASSWORD',
+      'TENANT_SIGNING_SECRET',
+      'TENANT_SIGNING_SECRET_PREVIOUS',
+    ],
     'deploy/.env.example documents every secret',
   )
   for (const [variable, value] of envExample) t.equal(value, '', `${variable} has no value in the example`)
-  const ignored = readProjectFile('.gitignore').split('\n').map((line) => line.trim())
+  const ignored = readProjectFile('.gitignore')
+    .split('\n')
+    .map((line) => line.trim())
   t.ok(ignored.includes('deploy/.env'), 'the real deploy/.env is git-ignored')
 })
 
@@ -154,6 +178,14 @@ t.test('Postgres and Redis have health checks the others wait on', async (t) => 
   t.ok(service('redis').healthcheck?.test, 'Redis health check')
 })
 
+t.test('Redis requires a password: its default user is off, and the services log in as an ACL user', async (t) => {
+  const command = [service('redis').command].flat().join(' ')
+  t.match(command, /--user default off/, 'no anonymous access')
+  t.match(command, /--user scoped on ">\$\$REDIS_PASSWORD"/, 'the ACL user, with the password from deploy/.env')
+  t.match(command, /-@admin/, 'without admin commands')
+  t.notMatch(command, /--appendonly yes/, 'no persistence')
+})
+
 t.test('the gateway reads a route map whose upstreams are the compose services', async (t) => {
   const gateway = service('gateway')
   const routesFile = environment(gateway).ROUTES_FILE
@@ -173,4 +205,38 @@ t.test('the gateway reads a route map whose upstreams are the compose services',
   }
   const defaults = rawRoutes(readProjectFile('deploy/routes.yaml'), 'deploy/routes.yaml')
   t.same(routeShapes(rawRoutes(text, 'deploy/routes.compose.yaml')), routeShapes(defaults), 'the same routes as deploy/routes.yaml')
+})
+
+t.test('least privilege: each service connects as its own login; only the migrations run as the owner', async (t) => {
+  const own: Array<[string, string]> = [
+    ['gateway', 'GATEWAY_DATABASE_URL'],
+    ['agency-service', 'AGENCY_DATABASE_URL'],
+    ['resource-service', 'RESOURCE_DATABASE_URL'],
+  ]
+  for (const [name, variable] of own)
+    t.equal(fromEnvFile(environment(service(name))['DATABASE_URL'] ?? ''), variable, `${name}: DATABASE_URL is ${variable} from deploy/.env`)
+  t.equal(environment(service('migrate'))['DATABASE_URL'], undefined, "migrate uses deploy/.env's DATABASE_URL, the owner's")
+  const example = readProjectFile('deploy/.env.example')
+  for (const [login, password] of [
+    ['gateway', 'GATEWAY_DB_PASSWORD'],
+    ['agency_service', 'AGENCY_DB_PASSWORD'],
+    ['resource_service', 'RESOURCE_DB_PASSWORD'],
+  ] as const) {
+    t.match(example, `postgresql://${login}:<${password}>@postgres:5432/scoped`, `the example shows ${login}'s connection string`)
+  }
+  t.ok(
+    service('postgres').volumes?.includes('./postgres-init.sql:/docker-entrypoint-initdb.d/10-service-logins.sql:ro'),
+    'postgres makes the logins on its first start',
+  )
+  const init = readProjectFile('deploy/postgres-init.sql')
+  for (const group of ['scoped_gateway', 'scoped_resource', 'scoped_agency']) t.match(init, `CREATE ROLE ${group} NOLOGIN;`, `${group} is a group role`)
+  for (const [login, group, variable] of [
+    ['gateway', 'scoped_gateway', 'GATEWAY_DB_PASSWORD'],
+    ['agency_service', 'scoped_agency', 'AGENCY_DB_PASSWORD'],
+    ['resource_service', 'scoped_resource', 'RESOURCE_DB_PASSWORD'],
+  ] as const) {
+    const psqlVariable = `${login.split('_')[0]}_password`
+    t.match(init, `\\getenv ${psqlVariable} ${variable}`, `${login}'s password comes from ${variable}`)
+    t.match(init, `CREATE ROLE ${login} LOGIN PASSWORD :'${psqlVariable}' IN ROLE ${group};`, `${login} is a member of ${group} only`)
+  }
 })

@@ -1,6 +1,6 @@
 /**
  * Invariants of the container image, read from the Dockerfile (no Docker
- * needed): a Node 20 base, production dependencies and compiled output only,
+ * needed): a Node 24 LTS base, production dependencies and compiled output only,
  * every workspace present, and an unprivileged numeric user.
  */
 import t from 'tap'
@@ -20,10 +20,10 @@ function copies(stage: typeof instructions, argument: string): boolean {
   return stage.some((instruction) => instruction.keyword === 'COPY' && instruction.argument === argument)
 }
 
-t.test('a multi-stage build on node:20', async (t) => {
+t.test('a multi-stage build on node:24, the LTS', async (t) => {
   const bases = instructions.filter((instruction) => instruction.keyword === 'FROM').map((instruction) => instruction.argument)
   t.ok(bases.length >= 2, 'a build stage and a runtime stage')
-  for (const base of bases) t.match(base, /^node:20(-[a-z]+)?(@sha256:[0-9a-f]{64})? AS [a-z-]+$/, `${base} is a Node 20 image`)
+  for (const base of bases) t.match(base, /^node:24(-[a-z]+)?(@sha256:[0-9a-f]{64})? AS [a-z-]+$/, `${base} is a Node 24 image`)
 })
 
 t.test('the build stage compiles the TypeScript', async (t) => {
@@ -34,7 +34,9 @@ t.test('the build stage compiles the TypeScript', async (t) => {
 t.test('the runtime stage holds production dependencies and compiled output only', async (t) => {
   t.ok(runs(runtime, 'npm ci --omit=dev'), 'npm ci --omit=dev')
   t.notOk(
-    runtime.some((instruction) => instruction.keyword === 'RUN' && /npm (ci|install)\b/.test(instruction.argument) && !instruction.argument.includes('--omit=dev')),
+    runtime.some(
+      (instruction) => instruction.keyword === 'RUN' && /npm (ci|install)\b/.test(instruction.argument) && !instruction.argument.includes('--omit=dev'),
+    ),
     'no install with development dependencies',
   )
   for (const workspace of workspaces) {
@@ -49,6 +51,7 @@ t.test('the runtime stage holds production dependencies and compiled output only
   )
   t.ok(copies(runtime, 'shared/migrations shared/migrations'), 'the SQL migrations, read at run time')
   t.ok(copies(runtime, 'deploy/routes.yaml deploy/routes.yaml'), 'the default route map')
+  t.ok(copies(runtime, 'deploy/openapi.json deploy/openapi.json'), 'the API description the gateway serves')
 })
 
 t.test('the process runs as a numeric non-root user', async (t) => {
@@ -71,6 +74,10 @@ t.test('.dockerignore admits only what the build reads', async (t) => {
     .map((line) => line.trim())
     .filter((line) => line !== '' && !line.startsWith('#'))
   t.equal(patterns[0], '*', 'an allowlist: everything is excluded first')
-  t.notOk(patterns.some((pattern) => pattern.startsWith('!') && /\.env|\.data|^!deploy\/?$/.test(pattern)), 'no secret or local state re-admitted')
+  t.notOk(
+    patterns.some((pattern) => pattern.startsWith('!') && /\.env|\.data|^!deploy\/?$/.test(pattern)),
+    'no secret or local state re-admitted',
+  )
+  t.ok(patterns.includes('!deploy/openapi.json'), 'the API description is in the build context')
   for (const excluded of ['**/node_modules', '**/dist']) t.ok(patterns.includes(excluded), `${excluded} stays out`)
 })

@@ -8,16 +8,7 @@ import { existsSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { parseRouteMap } from '@scoped/gateway/route-map'
-import {
-  isManifest,
-  kubernetesDir,
-  parseYamlDocument,
-  parseYamlDocuments,
-  projectRoot,
-  readProjectFile,
-  resolvePort,
-  selects,
-} from './deploy-files.js'
+import { isManifest, kubernetesDir, parseYamlDocument, parseYamlDocuments, projectRoot, readProjectFile, resolvePort, selects } from './deploy-files.js'
 import type {
   Container,
   Deployment,
@@ -80,7 +71,11 @@ function envValue(container: Container, name: string): string | undefined {
 t.test('kustomization.yaml lists every file of the folder, and every file it lists exists', async (t) => {
   const listed = new Set([...resourceFiles, ...generatedFiles, 'kustomization.yaml'])
   const present = readdirSync(kubernetesDir).filter((file) => /\.ya?ml$/.test(file))
-  t.same(present.filter((file) => !listed.has(file)), [], 'no manifest is left out of the base')
+  t.same(
+    present.filter((file) => !listed.has(file)),
+    [],
+    'no manifest is left out of the base',
+  )
   for (const file of listed) t.ok(existsSync(join(kubernetesDir, file)), `${file} exists`)
   t.equal(new Set(resourceFiles).size, resourceFiles.length, 'no file is listed twice')
   t.notOk('namePrefix' in kustomization || 'nameSuffix' in kustomization, 'no name prefix: routes.yaml names the Services')
@@ -89,11 +84,17 @@ t.test('kustomization.yaml lists every file of the folder, and every file it lis
 
 t.test('the base holds the expected objects', async (t) => {
   t.same(deployments.map((d) => d.metadata.name).sort(), ['agency-service', 'gateway', 'resource-service'])
-  t.same(jobs.map((j) => j.metadata.name), ['migrate'])
+  t.same(
+    jobs.map((j) => j.metadata.name),
+    ['migrate'],
+  )
   t.same(services.map((s) => s.metadata.name).sort(), ['agency-service', 'gateway', 'resource-service'])
   const names = manifests.map((m) => `${m.kind}/${m.metadata.name}`)
   t.equal(new Set(names).size, names.length, 'no two objects share a kind and a name')
-  t.notOk(manifests.some((m) => m.kind === 'Secret'), 'no Secret is committed: the operator creates them (docs/operations.md)')
+  t.notOk(
+    manifests.some((m) => m.kind === 'Secret'),
+    'no Secret is committed: the operator creates them (docs/operations.md)',
+  )
 })
 
 t.test('the migration Job runs the migrate command of the CLI', async (t) => {
@@ -187,10 +188,17 @@ t.test('secrets come from Secrets, never from literal values', async (t) => {
   ]
   for (const [name, variables] of needs) {
     const env = containerOf(deployment(name)).env ?? []
-    for (const variable of variables) t.ok(env.some((v) => v.name === variable && v.valueFrom?.secretKeyRef), `${name} gets ${variable}`)
+    for (const variable of variables)
+      t.ok(
+        env.some((v) => v.name === variable && v.valueFrom?.secretKeyRef),
+        `${name} gets ${variable}`,
+      )
   }
   const previous = backends.flatMap((b) => containerOf(b).env ?? []).filter((v) => v.name === 'TENANT_SIGNING_SECRET_PREVIOUS')
-  t.ok(previous.every((v) => v.valueFrom?.secretKeyRef?.optional === true), 'the previous signing secret is optional (set only while rotating)')
+  t.ok(
+    previous.every((v) => v.valueFrom?.secretKeyRef?.optional === true),
+    'the previous signing secret is optional (set only while rotating)',
+  )
   const current = [gateway, ...backends].map((d) => containerOf(d).env?.find((v) => v.name === 'TENANT_SIGNING_SECRET')?.valueFrom?.secretKeyRef)
   t.equal(new Set(current.map((ref) => `${ref?.name}/${ref?.key}`)).size, 1, 'the gateway and the backends read the same signing secret')
   t.notOk(
@@ -227,7 +235,10 @@ t.test("the ConfigMap's routes.yaml is a valid route map with upstreams at the b
     const upstream = new URL(route.upstream)
     const service = services.find((s) => s.metadata.name === upstream.hostname)
     t.ok(service, `${route.prefix}: ${upstream.hostname} is a Service of the base`)
-    t.ok(service?.spec.ports.some((p) => p.port === Number(upstream.port)), `${route.prefix}: port ${upstream.port} is a port of that Service`)
+    t.ok(
+      service?.spec.ports.some((p) => p.port === Number(upstream.port)),
+      `${route.prefix}: port ${upstream.port} is a port of that Service`,
+    )
     t.not(upstream.hostname, 'gateway', `${route.prefix}: never routes back to the gateway`)
   }
   const defaults = readProjectFile('deploy/routes.yaml')
@@ -241,7 +252,10 @@ t.test('every Service selects one Deployment and targets a port it listens on', 
     const containers = targets[0]?.spec.template.spec.containers ?? []
     for (const port of service.spec.ports) {
       const target = resolvePort(port.targetPort ?? port.port, containers)
-      t.ok(containers.some((c) => c.ports?.some((p) => p.containerPort === target)), `${service.metadata.name}:${port.port} reaches a container port`)
+      t.ok(
+        containers.some((c) => c.ports?.some((p) => p.containerPort === target)),
+        `${service.metadata.name}:${port.port} reaches a container port`,
+      )
     }
   }
   const gatewayService = services.find((s) => s.metadata.name === 'gateway')
@@ -271,7 +285,11 @@ t.test('NetworkPolicies: the backends accept traffic only from the gateway pods'
             t.notOk(selects(peer.podSelector, template.metadata.labels), `${policy.metadata.name}: does not admit ${label}`)
           }
         }
-        t.same(rule.ports?.map((p) => p.port), [listenPort], `${policy.metadata.name}: only the service port ${listenPort}`)
+        t.same(
+          rule.ports?.map((p) => p.port),
+          [listenPort],
+          `${policy.metadata.name}: only the service port ${listenPort}`,
+        )
       }
     }
   }
@@ -298,4 +316,34 @@ t.test('the gateway has a HorizontalPodAutoscaler and a PodDisruptionBudget that
     container.env?.some((v) => v.name === 'REDIS_URL' && v.valueFrom?.secretKeyRef),
     'several replicas need REDIS_URL for the shared cache and immediate revocation',
   )
+})
+
+t.test('least privilege: each service reads its own database login; only the migration Job the owner', async (t) => {
+  const own: Array<[string, string]> = [
+    ['gateway', 'gateway-database-url'],
+    ['agency-service', 'agency-service-database-url'],
+    ['resource-service', 'resource-service-database-url'],
+  ]
+  for (const [name, key] of own) {
+    const ref = containerOf(deployment(name)).env?.find((v) => v.name === 'DATABASE_URL')?.valueFrom?.secretKeyRef
+    t.same({ name: ref?.name, key: ref?.key }, { name: 'scoped-api-datastores', key }, `${name}: DATABASE_URL is its own key of the Secret`)
+  }
+  for (const job of jobs) {
+    const container = job.spec.template.spec.containers[0]
+    t.equal(
+      container?.env?.find((v) => v.name === 'DATABASE_URL')?.valueFrom?.secretKeyRef?.key,
+      'database-url',
+      `Job ${job.metadata.name}: the migrating owner`,
+    )
+  }
+  for (const [label, template] of podTemplates) {
+    const volume = template.spec.volumes?.find((v) => v.name === 'postgres-ca')
+    t.match(volume?.secret, { secretName: 'scoped-api-postgres-ca', optional: true }, `${label}: Postgres' CA from an optional Secret`)
+    t.ok(
+      template.spec.containers.every((c) =>
+        c.volumeMounts?.some((m) => m.name === 'postgres-ca' && m.mountPath === '/etc/scoped-api/postgres-ca' && m.readOnly === true),
+      ),
+      `${label}: mounted read-only where sslrootcert points`,
+    )
+  }
 })

@@ -7,9 +7,9 @@
  */
 import t from 'tap'
 import type { Test } from 'tap'
-import { localOnlyInvalidator } from '@scoped/shared/key-invalidation'
+import { KeyRevocationNotifier } from '@scoped/shared/key-invalidation'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
-import { createAgency, createSubAccount } from '@scoped/agency-service/tenants'
+import { TenantStore } from '@scoped/agency-service/tenants'
 import type { HttpsClient, HttpsResponse } from '../helpers/https.js'
 import { httpsClient } from '../helpers/https.js'
 import { startStack } from '../helpers/stack.js'
@@ -26,12 +26,13 @@ async function startBackendsStack(t: Test): Promise<BackendsStack> {
   const replicas = gatewayPorts.map((port) => httpsClient(t, port, cert))
 
   // Keys are made as the operator would; creating one never needs to invalidate anything.
-  const keys = new KeyService(db.pool, localOnlyInvalidator)
-  const a = await createAgency(db.pool, 'Agency A')
-  const b = await createAgency(db.pool, 'Agency B')
-  const west = await createSubAccount(db.pool, a.id, 'A West')
-  const east = await createSubAccount(db.pool, a.id, 'A East')
-  const north = await createSubAccount(db.pool, b.id, 'B North')
+  const keys = new KeyService(db.pool, new KeyRevocationNotifier(db.pool, null))
+  const tenants = new TenantStore(db.pool)
+  const a = await tenants.createAgency('Agency A')
+  const b = await tenants.createAgency('Agency B')
+  const west = await tenants.createSubAccount(a.id, 'A West')
+  const east = await tenants.createSubAccount(a.id, 'A East')
+  const north = await tenants.createSubAccount(b.id, 'B North')
   const key = async (owner: Parameters<KeyService['create']>[0]) => (await keys.create(owner, 'e2e', 'test')).key
   return {
     replicas,
@@ -99,10 +100,7 @@ t.test('the backends through the gateway', async (t) => {
     t.match(agency.json, { success: true, data: { id: agencyA.id, name: 'Agency A' } })
     const list = await call(two, 'GET', '/v1/agency/sub-accounts', agencyA.key)
     t.equal(list.status, 200)
-    t.same(
-      list.json.data.map((sub: { id: string }) => sub.id).sort(),
-      [agencyA.west, agencyA.east].sort(),
-    )
+    t.same(list.json.data.map((sub: { id: string }) => sub.id).sort(), [agencyA.west, agencyA.east].sort())
     t.match(list.json.pagination, { limit: 20, hasMore: false, nextCursor: null })
     const foreign = await call(one, 'GET', `/v1/agency/sub-accounts/${agencyB.north}`, agencyA.key)
     t.equal(foreign.status, 404)
@@ -119,7 +117,7 @@ t.test('the backends through the gateway', async (t) => {
     t.equal(agencyOnAgents.status, 403)
   })
 
-  await t.test("deleting a sub-account through the gateway makes its keys fail (401) on the very next request, on every replica", async (t) => {
+  await t.test('deleting a sub-account through the gateway makes its keys fail (401) on the very next request, on every replica', async (t) => {
     // Warm both replicas' caches with the key about to go.
     for (const client of [one, two]) {
       t.equal((await call(client, 'GET', '/v1/agents', agencyA.westKey)).status, 200)

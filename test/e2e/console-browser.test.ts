@@ -3,7 +3,9 @@
  * playwright-core), through the whole stack as processes: the gateway's HTTPS
  * listener forwards /console (an `auth: session` route) to agency-service,
  * and the keys made in the pages are used against the API through the same
- * gateway. Screenshots of the key pages go to test-output/screenshots/.
+ * gateway: create (with an expiry and allowed addresses), roll with a grace
+ * preset, change the addresses, revoke, and the audit trails. Screenshots of
+ * the key pages go to test-output/screenshots/.
  */
 import t from 'tap'
 import type { Test } from 'tap'
@@ -14,7 +16,7 @@ import { chromium } from 'playwright-core'
 import type { BrowserContext, Page } from 'playwright-core'
 import { Agent, request } from 'undici'
 import type { Pool } from '@scoped/shared/db'
-import { createAgency, createSubAccount, createUser } from '@scoped/agency-service/tenants'
+import { TenantStore } from '@scoped/agency-service/tenants'
 import { projectRoot } from '../helpers/processes.js'
 import { startStack } from '../helpers/stack.js'
 
@@ -121,10 +123,11 @@ async function revokeInPage(page: Page, name: string, screenshotName: string): P
 t.test('agency owners and sub-account members manage keys in the browser, through the gateway', async (t) => {
   mkdirSync(screenshots, { recursive: true })
   const stack = await startConsoleStack(t)
-  const agency = await createAgency(stack.pool, 'Acme Agency')
-  const sub = await createSubAccount(stack.pool, agency.id, 'Acme West')
-  const owner = await createUser(stack.pool, { email: 'owner@acme.test', password: PASSWORD, agencyId: agency.id, role: 'owner' })
-  const member = await createUser(stack.pool, { email: 'member@acme.test', password: PASSWORD, agencyId: agency.id, role: 'member', subAccountId: sub.id })
+  const tenants = new TenantStore(stack.pool)
+  const agency = await tenants.createAgency('Acme Agency')
+  const sub = await tenants.createSubAccount(agency.id, 'Acme West')
+  const owner = await tenants.createUser({ email: 'owner@acme.test', password: PASSWORD, agencyId: agency.id, role: 'owner' })
+  const member = await tenants.createUser({ email: 'member@acme.test', password: PASSWORD, agencyId: agency.id, role: 'member', subAccountId: sub.id })
   t.ok(owner.id && member.id)
 
   const context = await launchBrowser(t)
@@ -214,4 +217,84 @@ t.test('agency owners and sub-account members manage keys in the browser, throug
 
     await signOut(t, page, stack.origin, subKeys)
   })
+
+  await t.test(
+    'the owner creates a key with an expiry and an allowlist, rolls it with a grace preset, changes its addresses, and reads the audit trail',
+    async (t) => {
+      await signIn(page, stack.origin, 'owner@acme.test')
+      await page.goto(`${stack.origin}${subKeys}`)
+      await page.getByLabel('Key name').fill('nightly export')
+      await page.getByLabel('Expires', { exact: true }).selectOption('30d')
+      await page.getByLabel('Allowed addresses', { exact: true }).fill('127.0.0.1\n2001:db8::/32')
+      await screenshot(page, 'console-13-create-with-expiry-and-addresses')
+      await page.getByRole('button', { name: 'Create key' }).click()
+      await page.waitForURL(/\/keys\/[0-9a-f-]{36}\/created$/)
+      t.ok(await page.getByText('This key expires at').isVisible(), 'the expiry is said')
+      t.ok(await page.getByText('It can be used only from').isVisible(), 'and where it can be used from')
+      const oldKey = await page.getByLabel(/API key “nightly export”/).inputValue()
+      await screenshot(page, 'console-14-key-with-expiry-created')
+      t.equal((await stack.api('/v1/agents', oldKey)).status, 200, 'the key works from an allowed address (the test runs on 127.0.0.1)')
+
+      await page.goto(`${stack.origin}${subKeys}`)
+      await page.getByRole('link', { name: 'Roll nightly export' }).click()
+      await page.getByRole('heading', { name: 'Roll API key?' }).waitFor()
+      for (const preset of [
+        'End the old key now',
+        'Keep the old key working for 1 hour',
+        'Keep the old key working for 24 hours',
+        'Keep the old key working for 7 days',
+      ]) {
+        t.ok(await page.getByLabel(preset).isVisible(), `the preset “${preset}” is offered`)
+      }
+      await page.getByLabel('Keep the old key working for 1 hour').check()
+      await screenshot(page, 'console-15-roll-with-grace-preset')
+      await page.getByRole('button', { name: 'Roll key' }).click()
+      await page.waitForURL(/\/keys\/[0-9a-f-]{36}\/created$/)
+      t.ok(await page.getByText('This key replaces “nightly export”').isVisible(), 'the new key says which it replaces')
+      t.ok(await page.getByText('The old key keeps working until').isVisible(), 'and until when the old one works')
+      await page.getByRole('button', { name: 'Copy' }).click()
+      await page.getByText('Copied to the clipboard.').waitFor()
+      const newKey = String(await page.evaluate('navigator.clipboard.readText()'))
+      t.match(newKey, /^sak_live_[0-9A-Za-z]{49}$/)
+      t.not(newKey, oldKey)
+      await screenshot(page, 'console-16-rolled-key-created')
+      t.equal((await stack.api('/v1/agents', newKey)).status, 200, 'the new key works')
+      t.equal((await stack.api('/v1/agents', oldKey)).status, 200, 'the old key keeps working in its grace period')
+
+      await page.goto(`${stack.origin}${subKeys}`)
+      t.ok(await page.getByText('Replaced; works until').isVisible(), 'the list shows the old key in its grace period')
+      t.equal(await page.getByRole('link', { name: 'Roll nightly export' }).count(), 1, 'only the new key can be rolled')
+      await screenshot(page, 'console-17-keys-after-roll')
+
+      await page.getByRole('link', { name: 'Addresses of nightly export' }).first().click()
+      await page.getByRole('heading', { name: 'Allowed addresses' }).waitFor()
+      await page.getByLabel('Allowed addresses', { exact: true }).fill('192.0.2.0/24')
+      await screenshot(page, 'console-18-change-addresses')
+      await page.getByRole('button', { name: 'Save addresses' }).click()
+      await page.getByText('The key’s allowed addresses were changed.').waitFor()
+      const refused = await stack.api('/v1/agents', newKey)
+      t.equal(refused.status, 403, 'the very next request from outside the new list is refused')
+      t.same(refused.body, { success: false, message: 'This API key cannot be used from this address' })
+      t.equal((await stack.api('/v1/agents', oldKey)).status, 200, 'the old key keeps its own addresses')
+
+      await page.getByRole('link', { name: 'Audit trail' }).click()
+      await page.getByRole('heading', { name: 'Audit trail', level: 1 }).waitFor()
+      for (const event of ['Key addresses changed', 'Key rolled', 'Key created'])
+        t.ok((await page.locator('tbody').getByText(event, { exact: true }).count()) > 0, `the trail shows “${event}”`)
+      t.ok((await page.locator('tbody').getByText('owner@acme.test').count()) > 0, 'naming who did it')
+      await screenshot(page, 'console-19-sub-account-audit-trail')
+
+      await page.goto(`${stack.origin}${agencyKeys}`)
+      await page.getByRole('link', { name: 'Audit trail' }).click()
+      await page.getByRole('heading', { name: 'Audit trail', level: 1 }).waitFor()
+      t.ok((await page.locator('tbody').getByText('Key revoked', { exact: true }).count()) > 0, 'the agency’s trail holds the agency key revoked earlier')
+      await page.getByLabel('Event', { exact: true }).selectOption('key.rolled')
+      await page.getByRole('button', { name: 'Show' }).click()
+      await page.waitForURL(/\?type=key\.rolled$/)
+      t.equal(await page.locator('tbody').getByText('Key created', { exact: true }).count(), 0, 'filtered by event type')
+      t.ok((await page.locator('tbody').getByText('Key rolled', { exact: true }).count()) > 0)
+      await screenshot(page, 'console-20-agency-audit-trail')
+      await signOut(t, page, stack.origin, agencyKeys)
+    },
+  )
 })

@@ -9,8 +9,8 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
 import type { CreatedKey } from '@scoped/agency-service/keys/key-service'
-import { createAgency, createSubAccount } from '@scoped/agency-service/tenants'
-import { localOnlyInvalidator } from '@scoped/shared/key-invalidation'
+import { TenantStore } from '@scoped/agency-service/tenants'
+import { KeyRevocationNotifier } from '@scoped/shared/key-invalidation'
 import type { TestDatabase } from '../helpers/database.js'
 import { createTestDatabase } from '../helpers/database.js'
 import type { TestRedis } from '../helpers/redis.js'
@@ -90,10 +90,11 @@ export async function gatewayFixture(t: Test, options: FixtureOptions = {}): Pro
     GATEWAY_UPSTREAM_TIMEOUT_MS: '1000',
     LOG_LEVEL: 'info',
   }
-  const keys = new KeyService(db.pool, localOnlyInvalidator)
-  const agency = await createAgency(db.pool, 'Acme')
-  const sub = await createSubAccount(db.pool, agency.id, 'Acme West')
-  const otherSub = await createSubAccount(db.pool, agency.id, 'Acme East')
+  const keys = new KeyService(db.pool, new KeyRevocationNotifier(db.pool, null))
+  const tenantStore = new TenantStore(db.pool)
+  const agency = await tenantStore.createAgency('Acme')
+  const sub = await tenantStore.createSubAccount(agency.id, 'Acme West')
+  const otherSub = await tenantStore.createSubAccount(agency.id, 'Acme East')
   const tenants = { agencyId: agency.id, subAccountId: sub.id, otherSubAccountId: otherSub.id }
 
   return {

@@ -13,6 +13,7 @@ import { tenantHeaders } from '@scoped/shared/tenant-signature'
 import type { Echo } from '../helpers/echo-upstream.js'
 import { rawHttpsRequest, rawStatus } from '../helpers/https.js'
 import { runCtl } from '../helpers/processes.js'
+import { waitFor } from '../helpers/wait-for.js'
 import { gatewayFixture } from './fixture.js'
 
 const SCOPE_MESSAGES = ['This API key does not have access to this resource', 'This key cannot access this resource']
@@ -27,7 +28,12 @@ const bearer = (key: string): Record<string, string> => ({ authorization: `Beare
 /** Every plaintext key this file sends, for the log check at the end. */
 const presentedKeys = new Set([agencyKey.key, subKey.key])
 
-function expectEnvelope(t: Test, response: { status: number; json: unknown; headers: Record<string, unknown> }, status: number, message: string | string[]): void {
+function expectEnvelope(
+  t: Test,
+  response: { status: number; json: unknown; headers: Record<string, unknown> },
+  status: number,
+  message: string | string[],
+): void {
   t.equal(response.status, status, 'status')
   t.match(response.headers['content-type'], /^application\/json/, 'JSON')
   const messages = Array.isArray(message) ? message : [message]
@@ -138,17 +144,44 @@ t.test('tenant stripping: query, JSON body and x-tenant-* headers; the key is ne
 
 t.test('bodies: JSON re-serialized, others streamed untouched, bad JSON 400, too large 413', async (t) => {
   const form = 'agency_id=1&name=x'
-  const streamed = await client.request('/v1/contacts', { method: 'POST', headers: { ...bearer(subKey.key), 'content-type': 'application/x-www-form-urlencoded' }, body: form })
+  const streamed = await client.request('/v1/contacts', {
+    method: 'POST',
+    headers: { ...bearer(subKey.key), 'content-type': 'application/x-www-form-urlencoded' },
+    body: form,
+  })
   t.equal((streamed.json as Echo).body, form, 'a non-JSON body is not touched')
   const binary = Buffer.from([0, 1, 2, 255, 254])
-  const octets = await client.request('/v1/contacts', { method: 'PUT', headers: { ...bearer(subKey.key), 'content-type': 'application/octet-stream' }, body: binary })
+  const octets = await client.request('/v1/contacts', {
+    method: 'PUT',
+    headers: { ...bearer(subKey.key), 'content-type': 'application/octet-stream' },
+    body: binary,
+  })
   t.equal((octets.json as Echo).headers['content-length'], '5')
   const falsy = await client.request('/v1/contacts', { method: 'POST', headers: { ...bearer(subKey.key), 'content-type': 'application/json' }, body: 'null' })
   t.equal((falsy.json as Echo).body, 'null', 'a falsy JSON body still arrives')
-  expectEnvelope(t, await client.request('/v1/contacts', { method: 'POST', headers: { ...bearer(subKey.key), 'content-type': 'application/json' }, body: '{"name":' }), 400, 'Request body is not valid JSON')
+  expectEnvelope(
+    t,
+    await client.request('/v1/contacts', { method: 'POST', headers: { ...bearer(subKey.key), 'content-type': 'application/json' }, body: '{"name":' }),
+    400,
+    'Request body is not valid JSON',
+  )
   const big = JSON.stringify({ name: 'x'.repeat(1024 * 1024 + 10) })
-  expectEnvelope(t, await client.request('/v1/contacts', { method: 'POST', headers: { ...bearer(subKey.key), 'content-type': 'application/json' }, body: big }), 413, errorCatalog.payloadTooLarge.message)
-  expectEnvelope(t, await client.request('/v1/contacts', { method: 'POST', headers: { ...bearer(subKey.key), 'content-type': 'application/octet-stream' }, body: Buffer.alloc(1024 * 1024 + 10) }), 413, errorCatalog.payloadTooLarge.message)
+  expectEnvelope(
+    t,
+    await client.request('/v1/contacts', { method: 'POST', headers: { ...bearer(subKey.key), 'content-type': 'application/json' }, body: big }),
+    413,
+    errorCatalog.payloadTooLarge.message,
+  )
+  expectEnvelope(
+    t,
+    await client.request('/v1/contacts', {
+      method: 'POST',
+      headers: { ...bearer(subKey.key), 'content-type': 'application/octet-stream' },
+      body: Buffer.alloc(1024 * 1024 + 10),
+    }),
+    413,
+    errorCatalog.payloadTooLarge.message,
+  )
 })
 
 t.test('order: path (400) before key (401) before route (404) before scope (403)', async (t) => {
@@ -195,7 +228,11 @@ t.test('hostile paths are refused with 400 and never forwarded', async (t) => {
     t.match(raw, /"success":false/)
   }
   const forwarded = fixture.echo.output()
-  for (const marker of ['agency', '%2e', '%00', 'evil', '\\', ';', 'caf']) t.notOk(forwarded.split('\n').some((line) => line.startsWith('echo: GET /v1/agents') && line.includes(marker) && !line.includes('row=')), `nothing with ${marker} was forwarded`)
+  for (const marker of ['agency', '%2e', '%00', 'evil', '\\', ';', 'caf'])
+    t.notOk(
+      forwarded.split('\n').some((line) => line.startsWith('echo: GET /v1/agents') && line.includes(marker) && !line.includes('row=')),
+      `nothing with ${marker} was forwarded`,
+    )
   // One log line each, whether Fastify's router or the gate refused it, or it went through.
   await client.request('/v1/agents/%zz', { headers: { 'x-request-id': 'one-line-router' } })
   await client.request('/v1/agents/..', { headers: { 'x-request-id': 'one-line-gate' } })
@@ -225,7 +262,10 @@ t.test('console routes (auth: session): no key, cookies forwarded, no tenant hea
   t.equal(echo.url, '/console/keys?sub_account_id=x', 'the console query is the console backend’s business')
   t.equal(echo.headers.cookie, 'session=abc')
   t.equal(echo.tenant, null)
-  t.same(Object.keys(echo.headers).filter((name) => name.startsWith('x-tenant-')), [])
+  t.same(
+    Object.keys(echo.headers).filter((name) => name.startsWith('x-tenant-')),
+    [],
+  )
   t.notOk(echo.headers.authorization)
   expectEnvelope(t, await client.request('/consolex'), 401, errorCatalog.missingKey.message)
 })
@@ -247,20 +287,35 @@ t.test('x-request-id: a well-formed one is kept end to end; anything else (or an
 })
 
 t.test('upstream answers pass through; down is 502, a dropped connection 502, too slow 504', async (t) => {
-  const created = await client.request('/v1/agents', { method: 'POST', headers: { ...bearer(subKey.key), 'x-echo-status': '201', 'content-type': 'application/json' }, body: '{}' })
+  const created = await client.request('/v1/agents', {
+    method: 'POST',
+    headers: { ...bearer(subKey.key), 'x-echo-status': '201', 'content-type': 'application/json' },
+    body: '{}',
+  })
   t.equal(created.status, 201)
   t.equal(created.headers['x-upstream'], 'echo')
   const failing = await client.request('/v1/agents', { headers: { ...bearer(subKey.key), 'x-echo-status': '500' } })
   t.equal(failing.status, 500, 'an upstream error status is the upstream’s answer')
   expectEnvelope(t, await client.request('/v1/agents/down', { headers: bearer(subKey.key) }), 502, errorCatalog.badGateway.message)
   expectEnvelope(t, await client.request('/v1/agents', { headers: { ...bearer(subKey.key), 'x-echo-reset': '1' } }), 502, errorCatalog.badGateway.message)
-  expectEnvelope(t, await client.request('/v1/agents', { headers: { ...bearer(subKey.key), 'x-echo-delay-ms': '3000' } }), 504, errorCatalog.gatewayTimeout.message)
+  expectEnvelope(
+    t,
+    await client.request('/v1/agents', { headers: { ...bearer(subKey.key), 'x-echo-delay-ms': '3000' } }),
+    504,
+    errorCatalog.gatewayTimeout.message,
+  )
 })
 
 t.test('plain HTTP is refused before the API: envelope, never forwarded, key never looked at', async (t) => {
   const response = await new Promise<{ status: number; body: string }>((resolve, reject) => {
     const request = httpRequest(
-      { host: '127.0.0.1', port: replica.ports.http, path: '/v1/agents?plain-marker=1', method: 'POST', headers: { 'x-api-key': subKey.key, 'content-type': 'application/json' } },
+      {
+        host: '127.0.0.1',
+        port: replica.ports.http,
+        path: '/v1/agents?plain-marker=1',
+        method: 'POST',
+        headers: { 'x-api-key': subKey.key, 'content-type': 'application/json' },
+      },
       (res) => {
         let body = ''
         res.on('data', (chunk: Buffer) => (body += chunk.toString()))
@@ -300,7 +355,7 @@ t.test('operations listener: healthz, readyz, metrics', async (t) => {
   t.equal((await get('/healthz')).status, 200)
   const ready = await get('/readyz')
   t.equal(ready.status, 200)
-  t.same(JSON.parse(ready.text).checks, { postgres: true, cache: true, routes: true, accepting: true })
+  t.same(JSON.parse(ready.text).checks, { postgres: true, invalidationLog: true, routes: true, accepting: true })
   const metrics = (await get('/metrics')).text
   t.match(metrics, /gateway_requests_total\{outcome="forwarded",scope="SUB-ACCOUNT",route="\/v1\/agents"\} \d+/)
   t.match(metrics, /gateway_requests_total\{outcome="scope-mismatch",scope="AGENCY",route="\/v1\/agents"\} \d+/)
@@ -309,14 +364,16 @@ t.test('operations listener: healthz, readyz, metrics', async (t) => {
   t.match(metrics, /gateway_key_cache_lookups_total\{layer="memory",result="hit"\} [1-9]\d*/)
   t.match(metrics, /gateway_key_cache_lookups_total\{layer="redis",result="miss"\} [1-9]\d*/)
   t.match(metrics, /gateway_upstream_duration_seconds_bucket\{le="0.1",route="\/v1\/agents"\} [1-9]\d*/)
-  t.match(metrics, /gateway_key_invalidations_total \d+/)
+  t.match(metrics, /# TYPE gateway_key_invalidations_total counter/)
+  t.match(metrics, /gateway_invalidation_log_polls_total\{result="ok"\} [1-9]\d*/)
 })
 
 t.test('SIGTERM: in-flight requests finish, last use is flushed, exit 0; logs hold no key and no secret', async (t) => {
   const lastKey = await fixture.createKey('agency', 'shutdown')
   presentedKeys.add(lastKey.key)
-  const inFlight = client.request('/v1/agency', { headers: { ...bearer(lastKey.key), 'x-echo-delay-ms': '600' } })
-  await new Promise((resolve) => setTimeout(resolve, 200))
+  const inFlight = client.request('/v1/agency?shutdown=in-flight', { headers: { ...bearer(lastKey.key), 'x-echo-delay-ms': '600' } })
+  // SIGTERM only once the request has reached the backend (the echo prints each request line), not after a guessed delay.
+  await waitFor(() => fixture.echo.output().includes('shutdown=in-flight'), 'the request to reach the backend')
   const exit = replica.process.stop('SIGTERM')
   const response = await inFlight
   t.equal(response.status, 200, 'the in-flight request completed')
@@ -332,11 +389,24 @@ t.test('SIGTERM: in-flight requests finish, last use is flushed, exit 0; logs ho
   t.notOk(output.includes(fixture.secret), 'no signing secret')
   t.notOk(/"x-tenant-signature":"[0-9a-f]{64}"/.test(output), 'no signature')
   t.notOk(output.includes('session=abc'), 'no cookie')
-  const lines = output.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>)
+  const lines = output
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
   const requests = lines.filter((line) => line['msg'] === 'request')
   t.ok(requests.length > 50, 'one line per request')
   const forwarded = requests.find((line) => line['outcome'] === 'forwarded' && line['scope'] === 'SUB-ACCOUNT')
-  t.match(forwarded, { reqId: String, method: String, path: String, route: String, keyId: String, agencyId: tenants.agencyId, subAccountId: tenants.subAccountId, status: Number, ms: Number })
+  t.match(forwarded, {
+    reqId: String,
+    method: String,
+    path: String,
+    route: String,
+    keyId: String,
+    agencyId: tenants.agencyId,
+    subAccountId: tenants.subAccountId,
+    status: Number,
+    ms: Number,
+  })
   t.ok(lines.some((line) => line['msg'] === 'gateway stopped'))
   for (const [id, outcome, status] of [
     ['one-line-router', 'bad-path', 400],

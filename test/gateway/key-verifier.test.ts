@@ -1,96 +1,87 @@
 /**
- * Key verification in process, against the real Postgres and Redis: what a
- * warm key costs (nothing past memory), how Postgres is shielded, how a
- * lookup that races an invalidation is kept out of the cache, when the
- * in-process cache is trusted, and SET NX against the revoker's marker.
+ * Key verification in process, against the real Postgres and Redis: the
+ * order of the layers (memory, Redis, Postgres) and what a warm key costs
+ * (nothing past memory); how Postgres is shielded (single flight, negative
+ * caching in memory and in Redis, a bound on lookups in flight, and on those
+ * of one client); that a store that cannot answer is `unavailable`, never
+ * "unknown"; that a lookup racing a revoke never puts the key back; that a
+ * Redis entry that fails its MAC is ignored; that a genuine Redis "active"
+ * entry is believed only while this replica is current with the invalidation
+ * log; SET NX against the revoker's marker; and the Redis listener.
  */
+import { randomUUID } from 'node:crypto'
 import t from 'tap'
+import type { Test } from 'tap'
+import { createPool } from '@scoped/shared/db'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
-import { createAgency, createSubAccount } from '@scoped/agency-service/tenants'
-import { createKeyInvalidator } from '@scoped/agency-service/invalidator'
-import type { CachedKeyState } from '@scoped/shared/key-invalidation'
-import { localOnlyInvalidator, redisNames } from '@scoped/shared/key-invalidation'
-import type { KeyLookup } from '@scoped/shared/key-lookup'
-import { lookupKeyByHash } from '@scoped/shared/key-lookup'
+import { KeyRevocationNotifier } from '@scoped/shared/key-invalidation'
+import type { KeyState } from '@scoped/shared/key-state'
+import { KeyStateCodec, redisNames, redisTtlSeconds } from '@scoped/shared/key-state'
+import { lookupKeyByHash } from '@scoped/shared/key-store'
 import { generateKey, hashKey } from '@scoped/shared/keys'
 import { createLogger } from '@scoped/shared/logger'
-import { createRedis } from '@scoped/shared/redis'
+import { connectRedis, createRedis } from '@scoped/shared/redis'
+import type { Redis } from '@scoped/shared/redis'
+import { InvalidationFollower } from '@scoped/gateway/invalidation-follower'
 import { InvalidationListener } from '@scoped/gateway/invalidation-listener'
-import { KeyCache, defaultKeyCacheOptions } from '@scoped/gateway/key-cache'
+import { KeyCache } from '@scoped/gateway/key-cache'
 import { KeyVerifier } from '@scoped/gateway/key-verifier'
-import type { KeyStore } from '@scoped/gateway/key-verifier'
+import type { KeyStore, KeyVerifierDeps } from '@scoped/gateway/key-verifier'
 import { GatewayMetrics } from '@scoped/gateway/metrics'
-import { parseCachedKeyState, RedisKeyCache } from '@scoped/gateway/redis-key-cache'
+import { RedisKeyCache } from '@scoped/gateway/redis-key-cache'
 import type { SharedKeyCache } from '@scoped/gateway/redis-key-cache'
 import { parseRouteMap } from '@scoped/gateway/route-map'
 import { createTestDatabase } from '../helpers/database.js'
 import { createTestRedis } from '../helpers/redis.js'
+import { createTestTenants } from '../helpers/tenants.js'
+import { newKeyCacheSecret, testInvalidator } from '../helpers/invalidation.js'
+import { freePort } from '../helpers/processes.js'
 
 const log = createLogger('test', 'silent')
 const metrics = new GatewayMetrics(parseRouteMap('routes:\n  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "http://127.0.0.1:1" }\n', 'test'))
-const active: CachedKeyState = { status: 'active', tenant: { scope: 'SUB-ACCOUNT', agencyId: 'a', subAccountId: 's', keyId: 'k' } }
-
-t.test('KeyCache: what is served, when', async (t) => {
-  const cache = new KeyCache()
-  t.notOk(cache.fill('h', active, cache.generation, 0), 'untrusted: no active entry is kept')
-  t.ok(cache.fill('u', { status: 'unknown' }, cache.generation, 0), 'an unknown key is kept untrusted')
-  t.same(cache.get('u', 1), { status: 'unknown' })
-  t.equal(cache.get('u', defaultKeyCacheOptions.unknownTtlMs + 1), undefined, 'until its TTL')
-
-  cache.trust(1_000)
-  const generation = cache.generation
-  t.ok(cache.fill('h', active, generation, 1_000))
-  t.same(cache.get('h', 2_000), active, 'trusted: served')
-  cache.heartbeat(2_000)
-  t.same(cache.get('h', 2_000 + defaultKeyCacheOptions.staleAfterMs), active, 'within the heartbeat window')
-  t.equal(cache.get('h', 2_001 + defaultKeyCacheOptions.staleAfterMs), undefined, 'a missed heartbeat: not served')
-  t.notOk(cache.isTrusted(2_001 + defaultKeyCacheOptions.staleAfterMs), 'and no longer trusted')
-  t.equal(cache.size().active, 0, 'and emptied')
-
-  cache.trust(10_000)
-  const before = cache.generation
-  cache.drop(['other'])
-  t.notOk(cache.fill('h', active, before, 10_000), 'a fill whose lookup raced an invalidation is skipped')
-  t.ok(cache.fill('h', active, cache.generation, 10_000))
-  cache.drop(['h'])
-  t.equal(cache.get('h', 10_001), undefined, 'dropped by an invalidation')
-  t.ok(cache.fill('h', active, cache.generation, 10_000))
-  cache.distrust()
-  t.equal(cache.get('h', 10_001), undefined, 'distrusted: gone')
-  t.ok(cache.fill('r', { status: 'revoked' }, cache.generation, 10_000))
-  t.same(cache.get('r', 10_001), { status: 'revoked' }, 'terminal states stay while untrusted')
-
-  const small = new KeyCache({ ...defaultKeyCacheOptions, maxEntries: 2 })
-  for (const hash of ['a', 'b', 'c']) small.fill(hash, { status: 'unknown' }, small.generation, 0)
-  t.same(small.size(), { active: 0, settled: 2 }, 'bounded; the oldest goes')
-  t.equal(small.get('a', 1), undefined)
-})
-
-t.test('parseCachedKeyState refuses anything malformed', async (t) => {
-  t.same(parseCachedKeyState(JSON.stringify(active)), active)
-  t.same(parseCachedKeyState('{"status":"revoked"}'), { status: 'revoked' })
-  const agency = { status: 'active', tenant: { scope: 'AGENCY', agencyId: 'a', subAccountId: null, keyId: 'k' } }
-  t.same(parseCachedKeyState(JSON.stringify(agency)), agency)
-  for (const bad of ['', 'nope', 'null', '{}', '{"status":"active"}', '{"status":"valid"}', JSON.stringify({ status: 'active', tenant: { ...active.tenant, scope: 'ROOT' } }), JSON.stringify({ status: 'active', tenant: { scope: 'AGENCY', agencyId: 'a', subAccountId: 's', keyId: 'k' } }), JSON.stringify({ status: 'active', tenant: { scope: 'SUB-ACCOUNT', agencyId: 'a', subAccountId: null, keyId: 'k' } })]) {
-    t.equal(parseCachedKeyState(bad), undefined, bad)
-  }
-})
-
 const db = await createTestDatabase(t)
 const redis = await createTestRedis(t)
-const agency = await createAgency(db.pool, 'Acme')
-const sub = await createSubAccount(db.pool, agency.id, 'West')
-const keys = new KeyService(db.pool, localOnlyInvalidator)
-const newKey = () => keys.create({ scope: 'SUB-ACCOUNT', subAccountId: sub.id }, 'k', 'test')
+const tenants = await createTestTenants(db.pool)
+/** The key-cache secret of this "deployment": the gateways' and the revoker's. */
+const secret = newKeyCacheSecret()
+const codec = new KeyStateCodec(secret)
+const names = redisNames(redis.prefix)
+/** Revokes without Redis, confirmed through Postgres (only tests that start a follower register a replica). */
+const keys = new KeyService(db.pool, new KeyRevocationNotifier(db.pool, null))
 
-/** The real Postgres lookup, counted, and optionally held until released. */
-function countingStore(): KeyStore & { calls: number; hold(): () => void } {
+async function newKey(): Promise<{ id: string; hash: string }> {
+  const created = await keys.create({ scope: 'SUB-ACCOUNT', subAccountId: tenants.subAccountId }, 'k', 'test')
+  return { id: created.id, hash: hashKey(created.key) }
+}
+const unknownHash = (): string => hashKey(generateKey())
+const activeState = (keyId: string = randomUUID()): KeyState => ({
+  status: 'active',
+  tenant: { scope: 'SUB-ACCOUNT', agencyId: tenants.agencyId, subAccountId: tenants.subAccountId, keyId },
+})
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** Which layers a lookup reached, in order. */
+type Layer = 'redis' | 'postgres'
+
+interface CountingStore extends KeyStore {
+  calls: number
+  /** Lookups that have read Postgres (held ones included). */
+  answered: number
+  /** Holds every lookup (after it has read Postgres) until the returned function is called. */
+  hold(): () => void
+}
+
+/** The real Postgres lookup, counted, optionally held after reading until released. */
+function countingStore(events: Layer[] = [], lookup: (hash: string) => Promise<KeyState> = (hash) => lookupKeyByHash(db.pool, hash)): CountingStore {
   let gate: Promise<void> | undefined
-  const store = {
+  const store: CountingStore = {
     calls: 0,
-    async lookup(hash: string): Promise<KeyLookup> {
+    answered: 0,
+    async lookup(hash) {
       store.calls++
-      const result = await lookupKeyByHash(db.pool, hash)
+      events.push('postgres')
+      const result = await lookup(hash)
+      store.answered++
       if (gate !== undefined) await gate
       return result
     },
@@ -106,15 +97,16 @@ function countingStore(): KeyStore & { calls: number; hold(): () => void } {
   return store
 }
 
-function countingShared(shared: SharedKeyCache): SharedKeyCache & { reads: number; writes: number } {
+function countingShared(shared: SharedKeyCache, events: Layer[]): SharedKeyCache & { reads: number; writes: number } {
   const counted = {
     reads: 0,
     writes: 0,
     read: (hash: string) => {
       counted.reads++
+      events.push('redis')
       return shared.read(hash)
     },
-    write: (hash: string, state: CachedKeyState) => {
+    write: (hash: string, state: KeyState) => {
       counted.writes++
       shared.write(hash, state)
     },
@@ -122,149 +114,330 @@ function countingShared(shared: SharedKeyCache): SharedKeyCache & { reads: numbe
   return counted
 }
 
-/** A verifier with a real listener on the test's Redis prefix (so its cache is trusted). */
-async function withRedis(t: { teardown(fn: () => unknown): void }) {
-  const commands = createRedis(redis.url, 'test-commands')
-  const subscriber = createRedis(redis.url, 'test-subscriber')
-  await commands.connect()
+async function redisCommands(t: Test, name: string): Promise<Redis> {
+  const commands = createRedis(redis.url, name)
+  await connectRedis(commands)
+  t.teardown(() => commands.disconnect())
+  return commands
+}
+
+interface ReplicaOptions {
+  /** Share the test Redis (default) or run without one. */
+  redis?: boolean
+  /**
+   * `follower`: a real invalidation log follower (registered: revokes wait for it);
+   * `forced`: current for the whole test without a follower (only where nothing is revoked);
+   * `never`: never current.
+   */
+  currency: 'follower' | 'forced' | 'never'
+  verifier?: Partial<KeyVerifierDeps>
+}
+
+/** One gateway replica's key layer: cache, counted store and Redis layer, verifier. */
+async function replica(t: Test, options: ReplicaOptions) {
+  const events: Layer[] = []
   const cache = new KeyCache()
-  const listener = new InvalidationListener({ subscriber, commands, prefix: redis.prefix, cache, replicaId: 'test', log, metrics, heartbeatIntervalMs: 200 })
-  await listener.start()
-  t.teardown(async () => {
-    await listener.stop()
-    commands.disconnect()
-  })
-  const store = countingStore()
-  const shared = countingShared(new RedisKeyCache(commands, redis.prefix))
-  const verifier = new KeyVerifier({ store, shared, cache, metrics, log })
-  return { store, shared, cache, verifier, listener, commands, subscriber }
+  const store = countingStore(events)
+  const commands = options.redis === false ? null : await redisCommands(t, 'test-verifier')
+  const shared = commands === null ? null : countingShared(new RedisKeyCache(commands, redis.prefix, codec), events)
+  if (options.currency === 'forced') cache.currentUntilTime(Number.MAX_SAFE_INTEGER)
+  if (options.currency === 'follower') {
+    const follower = new InvalidationFollower({ pool: db.pool, cache, replicaId: `verifier-${randomUUID()}`, log, metrics, intervalMs: 50 })
+    await follower.start()
+    t.teardown(() => follower.stop())
+  }
+  const verifier = new KeyVerifier({ store, shared, cache, metrics, log, ...options.verifier })
+  return { events, cache, store, shared, commands, verifier }
 }
 
 /** What a request does: memory first, then the rest. */
-async function check(verifier: KeyVerifier, hash: string) {
-  return verifier.cached(hash, performance.now()) ?? (await verifier.verify(hash))
+async function check(verifier: KeyVerifier, hash: string, client = '') {
+  return verifier.cached(hash, performance.now()) ?? (await verifier.verify(hash, client))
 }
 
-t.test('with Redis: a warm key costs no Postgres and no Redis round trip', async (t) => {
-  const { store, shared, verifier, listener } = await withRedis(t)
-  t.ok(listener.healthy, 'subscribed')
-  const key = await newKey()
-  const hash = hashKey(key.key)
-  t.match(await check(verifier, hash), { status: 'active', tenant: { keyId: key.id } })
-  t.same([store.calls, shared.reads, shared.writes], [1, 1, 1], 'the first check goes all the way')
-  for (let i = 0; i < 50; i++) t.match(await check(verifier, hash), { status: 'active' })
-  t.same([store.calls, shared.reads], [1, 1], 'fifty more cost nothing past memory')
+async function redisEntry(hash: string): Promise<KeyState | undefined> {
+  const text = await redis.client.get(names.cacheEntry(hash))
+  return text === null ? undefined : codec.decodeEntry(hash, text, Date.now())
+}
 
-  const second = createRedis(redis.url, 'test-second')
-  await second.connect()
-  t.teardown(() => second.disconnect())
-  const other = new KeyVerifier({ store: countingStore(), shared: new RedisKeyCache(second, redis.prefix), cache: new KeyCache(), metrics, log })
-  t.match(await other.verify(hash), { status: 'active' }, 'another replica finds it in Redis')
+/** Waits for a fire-and-forget Redis write to land. */
+async function settled(commands: Redis | null): Promise<void> {
+  await commands?.ping()
+}
+
+async function forgedEntries(): Promise<number> {
+  const match = /gateway_key_cache_forged_total\{kind="entry"\} (\d+)/.exec(await metrics.text())
+  return match === null ? 0 : Number(match[1])
+}
+
+t.test('memory, then Redis, then Postgres: a warm key costs nothing past memory', async (t) => {
+  const one = await replica(t, { currency: 'forced' })
+  const key = await newKey()
+  t.match(await check(one.verifier, key.hash), { status: 'active', tenant: { keyId: key.id } })
+  t.same(one.events, ['redis', 'postgres'], 'the first check reads Redis, then Postgres')
+  await settled(one.commands)
+  t.match(await redisEntry(key.hash), { status: 'active', tenant: { keyId: key.id } }, 'and shares what it found in Redis, sealed')
+  let warm = 0
+  for (let i = 0; i < 50; i++) if ((await check(one.verifier, key.hash)).status === 'active') warm++
+  t.equal(warm, 50, 'fifty more checks: active')
+  t.same(one.events, ['redis', 'postgres'], 'fifty more cost nothing past memory')
+
+  const two = await replica(t, { currency: 'forced' })
+  t.match(await check(two.verifier, key.hash), { status: 'active', tenant: { keyId: key.id } }, 'another replica')
+  t.same(two.events, ['redis'], 'finds it in Redis, without Postgres')
+  await check(two.verifier, key.hash)
+  t.same(two.events, ['redis'], 'then in its memory')
 })
 
-t.test('without Redis: every check of a valid key reads Postgres; unknown keys are remembered', async (t) => {
-  const store = countingStore()
-  const verifier = new KeyVerifier({ store, shared: null, cache: new KeyCache(), metrics, log })
+t.test('not current: a valid key is read from Postgres on every request; unknown keys are still remembered', async (t) => {
+  const { store, verifier } = await replica(t, { redis: false, currency: 'never' })
   const key = await newKey()
-  for (let i = 0; i < 3; i++) t.match(await check(verifier, hashKey(key.key)), { status: 'active' })
-  t.equal(store.calls, 3)
-  const unknown = hashKey(generateKey())
+  for (let i = 0; i < 3; i++) t.match(await check(verifier, key.hash), { status: 'active' })
+  t.equal(store.calls, 3, 'no active state is cached while the cache is not current')
+  const unknown = unknownHash()
   for (let i = 0; i < 3; i++) t.same(await check(verifier, unknown), { status: 'unknown' })
   t.equal(store.calls, 4, 'an unknown key is looked up once')
+
+  const current = await replica(t, { redis: false, currency: 'follower' })
+  for (let i = 0; i < 3; i++) t.match(await check(current.verifier, key.hash), { status: 'active' })
+  t.equal(current.store.calls, 1, 'current (without Redis): cached after the first lookup')
 })
 
-t.test('a flood of one unknown key is one lookup (single flight, then negative cache, also in Redis)', async (t) => {
-  const { store, shared, verifier } = await withRedis(t)
-  const unknown = hashKey(generateKey())
-  const results = await Promise.all(Array.from({ length: 50 }, () => check(verifier, unknown)))
-  t.ok(results.every((result) => result.status === 'unknown'))
+t.test('a flood of one unknown key is one lookup: single flight, then negative caching, also in Redis', async (t) => {
+  const { store, shared, commands, verifier } = await replica(t, { currency: 'forced' })
+  const unknown = unknownHash()
+  // From one client: requests that join a lookup in flight do not count against its bound.
+  const results = await Promise.all(Array.from({ length: 50 }, () => check(verifier, unknown, '192.0.2.1')))
+  t.same(new Set(results.map((result) => result.status)), new Set(['unknown']), 'all unknown')
   t.equal(store.calls, 1, 'one Postgres lookup for fifty concurrent requests')
-  t.equal(shared.reads, 1, 'one Redis read')
+  t.equal(shared!.reads, 1, 'one Redis read')
   await check(verifier, unknown)
   t.equal(store.calls, 1, 'then remembered')
-  t.same(parseCachedKeyState((await redis.client.get(redisNames(redis.prefix).cacheEntry(unknown)))!), { status: 'unknown' }, 'and shared with the other replicas')
+  await settled(commands)
+  t.same(await redisEntry(unknown), { status: 'unknown' }, 'and shared with the other replicas')
+  const ttl = await redis.client.ttl(names.cacheEntry(unknown))
+  t.ok(ttl > 0 && ttl <= redisTtlSeconds.unknown, 'for a short while')
+
+  const other = await replica(t, { currency: 'never' })
+  t.same(await check(other.verifier, unknown), { status: 'unknown' })
+  t.same(other.events, ['redis'], 'another replica takes it from Redis')
+
+  const key = await newKey()
+  const active = await Promise.all(Array.from({ length: 20 }, (_, i) => verifier.verify(key.hash, `192.0.2.${i}`)))
+  t.same(new Set(active.map((result) => result.status)), new Set(['active']), 'a valid key too')
+  t.equal(store.calls, 2, 'one lookup for twenty concurrent requests')
 })
 
-t.test('a lookup that raced an invalidation is not cached, and is not shared with later requests', async (t) => {
-  const { store, cache, verifier, commands } = await withRedis(t)
-  const key = await newKey()
-  const hash = hashKey(key.key)
+t.test('the bound on lookups in flight, and on those of one client', async (t) => {
+  const { store, verifier } = await replica(t, { redis: false, currency: 'forced', verifier: { maxPendingLookups: 2, maxPendingPerClient: 100 } })
   const release = store.hold()
-  const first = verifier.verify(hash)
-  await new Promise((resolve) => setTimeout(resolve, 50))
-  // The revoke: committed, marker written, published, acknowledged.
-  const invalidator = await createKeyInvalidator(redis.url, redis.prefix, 'test-revoker')
-  t.teardown(() => invalidator.close())
-  await new KeyService(db.pool, invalidator).revoke(key.id, 'test')
-  // A request after the revoke returned joins nothing stale.
-  const later = verifier.verify(hash)
+  const pending = [verifier.verify(unknownHash(), 'a'), verifier.verify(unknownHash(), 'b')]
+  t.same(await verifier.verify(unknownHash(), 'c'), { status: 'unavailable' }, 'a third distinct lookup is refused, whoever asks')
+  t.equal(store.calls, 2, 'without reaching Postgres')
+  release()
+  t.same(await Promise.all(pending), [{ status: 'unknown' }, { status: 'unknown' }])
+  t.same(await verifier.verify(unknownHash(), 'c'), { status: 'unknown' }, 'once they drained, lookups go through again')
+
+  const perClient = await replica(t, { redis: false, currency: 'forced', verifier: { maxPendingLookups: 100, maxPendingPerClient: 2 } })
+  const hold = perClient.store.hold()
+  const shared = unknownHash()
+  const flood = [perClient.verifier.verify(shared, '198.51.100.7'), perClient.verifier.verify(unknownHash(), '198.51.100.7')]
+  t.same(await perClient.verifier.verify(unknownHash(), '198.51.100.7'), { status: 'unavailable' }, 'one client: a third lookup is refused')
+  const joined = perClient.verifier.verify(shared, '198.51.100.7')
+  t.equal(perClient.store.calls, 2, 'but one that joins a lookup in flight is let through: it costs the store nothing')
+  const other = perClient.verifier.verify(unknownHash(), '203.0.113.9')
+  await sleep(20)
+  t.equal(perClient.store.calls, 3, 'another client still gets its lookup')
+  hold()
+  t.same(await Promise.all([...flood, joined, other]), [{ status: 'unknown' }, { status: 'unknown' }, { status: 'unknown' }, { status: 'unknown' }])
+  t.same(await perClient.verifier.verify(unknownHash(), '198.51.100.7'), { status: 'unknown' }, 'the client’s lookups are counted down when they settle')
+})
+
+t.test('a store that cannot answer is unavailable, never "unknown", and nothing of it is cached', async (t) => {
+  const deadPool = createPool(`postgres://postgres@127.0.0.1:${await freePort()}/nowhere`, { max: 2 })
+  t.teardown(() => deadPool.end())
+  const key = await newKey()
+  const brokenRedis: SharedKeyCache = { read: () => Promise.reject(new Error('redis down')), write: () => undefined }
+  const postgresDown = (hash: string) => lookupKeyByHash(deadPool, hash)
+  const postgresSlow = (hash: string) => sleep(300).then(() => lookupKeyByHash(db.pool, hash))
+  const rows: Array<[string, SharedKeyCache | 'redis' | null, (hash: string) => Promise<KeyState>, string, Partial<KeyVerifierDeps>]> = [
+    ['Postgres unreachable, no Redis', null, postgresDown, 'unavailable', {}],
+    ['Postgres unreachable, Redis has nothing', 'redis', postgresDown, 'unavailable', {}],
+    ['Postgres unreachable, Redis failing', brokenRedis, postgresDown, 'unavailable', {}],
+    ['Postgres slower than the lookup timeout', null, postgresSlow, 'unavailable', { lookupTimeoutMs: 50 }],
+    ['(control) Redis failing, Postgres answers', brokenRedis, (hash) => lookupKeyByHash(db.pool, hash), 'active', {}],
+  ]
+  for (const [name, sharedOption, lookup, expected, options] of rows) {
+    for (const [which, hash] of [
+      ['a valid key', key.hash],
+      ['an unknown key', unknownHash()],
+    ] as const) {
+      const cache = new KeyCache()
+      cache.currentUntilTime(Number.MAX_SAFE_INTEGER)
+      const shared = sharedOption === 'redis' ? new RedisKeyCache(await redisCommands(t, 'test-down'), redis.prefix, codec) : sharedOption
+      const verifier = new KeyVerifier({ store: countingStore([], lookup), shared, cache, metrics, log, ...options })
+      const result = await verifier.verify(hash)
+      if (expected === 'unavailable') {
+        t.same(result, { status: 'unavailable' }, `${name}, ${which}: unavailable`)
+        t.equal(cache.get(hash, performance.now()), undefined, `${name}, ${which}: nothing cached`)
+        if (sharedOption === 'redis') t.equal(await redisEntry(hash), undefined, `${name}, ${which}: nothing written to Redis`)
+      } else {
+        t.equal(result.status, which === 'a valid key' ? 'active' : 'unknown', `${name}, ${which}`)
+      }
+    }
+  }
+  const cache = new KeyCache()
+  const failing = new KeyVerifier({ store: countingStore([], postgresDown), shared: null, cache, metrics, log })
+  const hash = unknownHash()
+  t.same(await failing.verify(hash), { status: 'unavailable' })
+  const working = new KeyVerifier({ store: countingStore(), shared: null, cache, metrics, log })
+  t.same(await working.verify(hash), { status: 'unknown' }, 'the next lookup, once Postgres answers, gets the real answer')
+})
+
+t.test('a lookup that raced a revoke never puts the key back', async (t) => {
+  const { store, cache, commands, verifier } = await replica(t, { currency: 'follower' })
+  const subscriber = createRedis(redis.url, 'test-verifier-subscriber')
+  const listener = new InvalidationListener({
+    subscriber,
+    commands: commands!,
+    prefix: redis.prefix,
+    codec,
+    cache,
+    replicaId: `listener-${randomUUID()}`,
+    log,
+    metrics,
+  })
+  await listener.start()
+  t.teardown(() => listener.stop())
+  const key = await newKey()
+  const release = store.hold()
+  const first = verifier.verify(key.hash)
+  // Postgres has answered "active" to the first lookup, which is held before it can fill.
+  while (store.answered === 0) await sleep(5)
+  const revoked = await new KeyService(db.pool, testInvalidator(t, db.pool, { redis, secret })).revoke(key.id, 'test')
+  t.same(revoked.invalidation, { confirmed: true, acknowledged: 1, unconfirmed: [], problems: [] }, 'the revoke returned, confirmed by this replica')
+  // A request after the revoke returned: it must not take the stale lookup's answer.
+  const later = verifier.verify(key.hash)
   release()
   t.match(await first, { status: 'active' }, 'the request already in flight completes as it started')
   t.same(await later, { status: 'revoked' }, 'the request after the revoke is refused')
-  t.same(cache.get(hash, performance.now()), { status: 'revoked' }, 'the raced result never entered the cache')
-  t.equal(await commands.get(redisNames(redis.prefix).cacheEntry(hash)), JSON.stringify({ status: 'revoked' }), 'nor replaced the revoker’s marker')
+  t.same(cache.get(key.hash, performance.now()), { status: 'revoked' }, 'the key is refused from memory')
+  t.same(cache.size().active, 0, 'and the raced "active" never entered the cache, even beside the ended entry')
+  await settled(commands)
+  t.same(await redisEntry(key.hash), { status: 'revoked' }, 'nor replaced the revoker’s marker in Redis')
+  t.same(await check(verifier, key.hash), { status: 'revoked' }, 'and every later request is refused')
+})
+
+t.test('a Redis entry that fails its check is ignored, and Postgres answers', async (t) => {
+  const active = await newKey()
+  const revoked = await newKey()
+  await keys.revoke(revoked.id, 'test')
+  const other = new KeyStateCodec(newKeyCacheSecret())
+  const later = Date.now() + 300_000
+  const rows: Array<[string, string, (hash: string) => string, KeyState['status']]> = [
+    ['sealed with another secret, claiming an unknown key is active', unknownHash(), (hash) => other.encodeEntry(hash, activeState(), later), 'unknown'],
+    [
+      'sealed with another secret, claiming a revoked key is active',
+      revoked.hash,
+      (hash) => other.encodeEntry(hash, activeState(revoked.id), later),
+      'revoked',
+    ],
+    ['sealed with another secret, claiming a valid key is revoked', active.hash, (hash) => other.encodeEntry(hash, { status: 'revoked' }, later), 'active'],
+    ['a genuine active entry of another key, moved here', revoked.hash, () => codec.encodeEntry(active.hash, activeState(active.id), later), 'revoked'],
+    ['a genuine active entry past its own expiry', revoked.hash, (hash) => codec.encodeEntry(hash, activeState(revoked.id), Date.now() - 1), 'revoked'],
+    ['a bare JSON state, as entries were before', revoked.hash, () => JSON.stringify(activeState(revoked.id)), 'revoked'],
+  ]
+  for (const [name, hash, entry, expected] of rows) {
+    await redis.client.set(names.cacheEntry(hash), entry(hash), 'EX', 60)
+    const { store, verifier } = await replica(t, { currency: 'forced' })
+    const before = await forgedEntries()
+    t.equal((await verifier.verify(hash)).status, expected, `${name}: Postgres answers`)
+    t.equal(store.calls, 1, `${name}: Postgres was asked`)
+    t.equal(await forgedEntries(), before + 1, `${name}: counted`)
+    await redis.client.del(names.cacheEntry(hash))
+  }
+})
+
+t.test('a genuine Redis "active" entry is believed only while this replica is current', async (t) => {
+  // A key revoked while Redis could not be written to: a genuine active entry from before the revoke is still there.
+  const revoked = await newKey()
+  await keys.revoke(revoked.id, 'test')
+  await redis.client.set(names.cacheEntry(revoked.hash), codec.encodeEntry(revoked.hash, activeState(revoked.id), Date.now() + 300_000), 'EX', 300)
+
+  const notCurrent = await replica(t, { currency: 'never' })
+  t.same(await check(notCurrent.verifier, revoked.hash), { status: 'revoked' }, 'not current: the Redis entry is not believed; Postgres says revoked')
+  t.same(notCurrent.events, ['redis', 'postgres'])
+
+  const following = await replica(t, { currency: 'follower' })
+  t.same(await check(following.verifier, revoked.hash), { status: 'revoked' }, 'current through the log: the key was ended at start, Redis is not even read')
+  t.same(following.events, [])
+
+  const valid = await newKey()
+  await redis.client.set(names.cacheEntry(valid.hash), codec.encodeEntry(valid.hash, activeState(valid.id), Date.now() + 300_000), 'EX', 300)
+  const current = await replica(t, { currency: 'follower' })
+  t.match(await check(current.verifier, valid.hash), { status: 'active', tenant: { keyId: valid.id } }, 'current: the genuine entry is believed')
+  t.same(current.events, ['redis'], 'without asking Postgres')
+  const stale = await replica(t, { currency: 'never' })
+  t.match(await check(stale.verifier, valid.hash), { status: 'active' })
+  t.match(await check(stale.verifier, valid.hash), { status: 'active' })
+  t.same(stale.events, ['redis', 'postgres', 'redis', 'postgres'], 'not current: Postgres is asked every time')
+
+  const marked = await newKey()
+  await redis.client.set(names.cacheEntry(marked.hash), codec.encodeEntry(marked.hash, { status: 'revoked' }, Date.now() + 60_000), 'EX', 60)
+  const anyone = await replica(t, { currency: 'never' })
+  t.same(await check(anyone.verifier, marked.hash), { status: 'revoked' }, 'a genuine terminal marker is believed current or not')
+  t.same(anyone.events, ['redis'])
+  t.same(await check(anyone.verifier, marked.hash), { status: 'revoked' })
+  t.same(anyone.events, ['redis'], 'and then refused from memory')
 })
 
 t.test('SET NX: a fill never overwrites the revoker’s marker', async (t) => {
-  const commands = createRedis(redis.url, 'test-nx')
-  await commands.connect()
-  t.teardown(() => commands.disconnect())
-  const shared = new RedisKeyCache(commands, redis.prefix)
-  const hash = hashKey(generateKey())
-  const entry = redisNames(redis.prefix).cacheEntry(hash)
-  await redis.client.set(entry, JSON.stringify({ status: 'revoked' }))
-  shared.write(hash, active)
+  const commands = await redisCommands(t, 'test-nx')
+  const shared = new RedisKeyCache(commands, redis.prefix, codec)
+  const hash = unknownHash()
+  const marker = codec.encodeEntry(hash, { status: 'revoked' }, Date.now() + 60_000)
+  await redis.client.set(names.cacheEntry(hash), marker, 'EX', 60)
+  shared.write(hash, activeState())
   await commands.ping()
-  t.equal(await redis.client.get(entry), JSON.stringify({ status: 'revoked' }))
-  const fresh = hashKey(generateKey())
-  shared.write(fresh, active)
+  t.equal(await redis.client.get(names.cacheEntry(hash)), marker, 'the marker stays')
+  const fresh = unknownHash()
+  shared.write(fresh, activeState('k1'))
   await commands.ping()
-  t.same(await shared.read(fresh), active)
-  const ttl = await redis.client.ttl(redisNames(redis.prefix).cacheEntry(fresh))
-  t.ok(ttl > 0 && ttl <= 300, 'with an expiry')
+  t.same(await shared.read(fresh), activeState('k1'), 'a fresh entry is written, and read back')
+  const ttl = await redis.client.ttl(names.cacheEntry(fresh))
+  t.ok(ttl > 0 && ttl <= redisTtlSeconds.active, 'with an expiry')
+  await redis.client.set(names.cacheEntry(fresh), `${(await redis.client.get(names.cacheEntry(fresh)))!}x`)
+  t.equal(await shared.read(fresh), 'forged', 'an entry that fails its check is reported as forged, not as a state')
 })
 
-t.test('the listener: an invalidation drops the key and is acknowledged; a lost connection distrusts the cache', async (t) => {
-  const { cache, verifier, listener, subscriber } = await withRedis(t)
-  const key = await newKey()
-  const hash = hashKey(key.key)
-  await check(verifier, hash)
-  t.match(cache.get(hash, performance.now()), { status: 'active' }, 'cached')
-  const invalidator = await createKeyInvalidator(redis.url, redis.prefix, 'test-revoker')
-  t.teardown(() => invalidator.close())
-  const report = await invalidator.invalidate([{ hash, state: 'revoked' }])
-  t.same(report, { subscribers: 1, acknowledged: 1 })
-  t.equal(cache.get(hash, performance.now()), undefined, 'dropped before the acknowledgement')
+t.test('the listener: a sealed message ends the key and is acknowledged; a forged one is ignored', async (t) => {
+  const { cache, commands, verifier } = await replica(t, { currency: 'forced' })
+  const replicaId = `listener-${randomUUID()}`
+  const listener = new InvalidationListener({
+    subscriber: createRedis(redis.url, 'test-listener'),
+    commands: commands!,
+    prefix: redis.prefix,
+    codec,
+    cache,
+    replicaId,
+    log,
+    metrics,
+  })
+  await listener.start()
+  t.teardown(() => listener.stop())
+  t.ok(listener.subscribed)
 
-  await check(verifier, hashKey((await newKey()).key))
-  t.equal(cache.size().active, 1)
-  const lost = new Promise((resolve) => subscriber.once('close', resolve))
-  subscriber.disconnect(true)
-  await lost
-  t.notOk(listener.healthy, 'unhealthy')
-  t.equal(cache.size().active, 0, 'emptied')
-  const deadline = Date.now() + 5_000
-  while (!listener.healthy && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
-  t.ok(listener.healthy, 'healthy again after it resubscribed')
-})
+  const target = await newKey()
+  t.match(await check(verifier, target.hash), { status: 'active' })
+  const forger = new KeyStateCodec(newKeyCacheSecret())
+  const forgedId = randomUUID()
+  await redis.client.publish(names.channel, forger.encodeMessage({ id: forgedId, keys: [{ hash: target.hash, state: 'revoked' }] }))
+  await redis.client.publish(names.channel, JSON.stringify({ id: forgedId, hashes: [target.hash] }))
+  await sleep(100)
+  t.match(cache.get(target.hash, performance.now()), { status: 'active' }, 'a forged message ends nothing')
+  t.equal(await redis.client.llen(names.acknowledgements(forgedId)), 0, 'and is not acknowledged')
 
-t.test('failures: Redis errors fall back to Postgres; Postgres errors, slowness and overload are unavailable', async (t) => {
-  const key = await newKey()
-  const hash = hashKey(key.key)
-  const broken: SharedKeyCache = { read: () => Promise.reject(new Error('redis down')), write: () => undefined }
-  t.match(await new KeyVerifier({ store: countingStore(), shared: broken, cache: new KeyCache(), metrics, log }).verify(hash), { status: 'active' })
-
-  const failing: KeyStore = { lookup: () => Promise.reject(new Error('connection refused')) }
-  t.same(await new KeyVerifier({ store: failing, shared: broken, cache: new KeyCache(), metrics, log }).verify(hash), { status: 'unavailable' })
-
-  const slow: KeyStore = { lookup: () => new Promise((resolve) => setTimeout(() => resolve({ status: 'unknown' }), 500)) }
-  t.same(await new KeyVerifier({ store: slow, shared: null, cache: new KeyCache(), metrics, log, lookupTimeoutMs: 50 }).verify(hash), { status: 'unavailable' })
-
-  const store = countingStore()
-  const release = store.hold()
-  const bounded = new KeyVerifier({ store, shared: null, cache: new KeyCache(), metrics, log, maxPendingLookups: 2 })
-  const pending = [bounded.verify(hashKey(generateKey())), bounded.verify(hashKey(generateKey()))]
-  t.same(await bounded.verify(hashKey(generateKey())), { status: 'unavailable' }, 'a third distinct lookup is refused')
-  release()
-  t.same(await Promise.all(pending), [{ status: 'unknown' }, { status: 'unknown' }])
+  const deleted = await new KeyService(db.pool, testInvalidator(t, db.pool, { redis, secret })).delete(target.id, 'test')
+  t.same(deleted.invalidation, { confirmed: true, acknowledged: 1, unconfirmed: [], problems: [] }, 'a sealed message is acknowledged')
+  t.same(cache.get(target.hash, performance.now()), { status: 'deleted' }, 'after the key was ended in the cache')
 })

@@ -53,14 +53,39 @@ t.test('the request line: the fields, no credentials, a key-shaped path masked',
   } as unknown as FastifyRequest
   logRequest(log, metrics, request, { statusCode: 200, elapsedTime: 1.23456 } as FastifyReply)
   const line = JSON.parse(lines[0]!) as Record<string, unknown>
-  t.match(line, { level: 30, service: 'gateway', msg: 'request', reqId: 'r-1', method: 'GET', route: '/v1/agents', outcome: 'forwarded', keyId: 'k', scope: 'SUB-ACCOUNT', agencyId: 'a', subAccountId: 's', status: 200, ms: 1.235 })
+  t.match(line, {
+    level: 30,
+    service: 'gateway',
+    msg: 'request',
+    reqId: 'r-1',
+    method: 'GET',
+    route: '/v1/agents',
+    outcome: 'forwarded',
+    keyId: 'k',
+    scope: 'SUB-ACCOUNT',
+    agencyId: 'a',
+    subAccountId: 's',
+    status: 200,
+    ms: 1.235,
+  })
   t.equal(line['path'], '/v1/agents/sak_live_[redacted]')
   t.notOk(lines[0]!.includes('sak_live_abcdef') || lines[0]!.includes('api_key') || lines[0]!.includes('secret'))
 
-  const refused = { ...request, gatewayOutcome: 'missing', gatewayTenant: null, gatewayRoute: null, gatewayTarget: null, raw: { url: '/v1/x/..?q=1' } } as unknown as FastifyRequest
+  const refused = {
+    ...request,
+    gatewayOutcome: 'missing',
+    gatewayTenant: null,
+    gatewayRoute: null,
+    gatewayTarget: null,
+    raw: { url: '/v1/x/..?q=1' },
+  } as unknown as FastifyRequest
   logRequest(log, metrics, refused, { statusCode: 401, elapsedTime: 0.5 } as FastifyReply)
   const second = JSON.parse(lines[1]!) as Record<string, unknown>
-  t.same([second['outcome'], second['path'], 'keyId' in second, 'route' in second], ['missing', '/v1/x/..', false, false], 'absent fields are left out; no query')
+  t.same(
+    [second['outcome'], second['path'], 'keyId' in second, 'route' in second],
+    ['missing', '/v1/x/..', false, false],
+    'absent fields are left out; no query',
+  )
 
   // Every other line keeps the full shared redaction.
   const full: string[] = []

@@ -53,7 +53,11 @@ const invalid: Array<[string, string, RegExp]> = [
   ['scoped route outside /v1', yaml(`  - { prefix: /v2/agents, scope: SUB-ACCOUNT, upstream: "${up}" }`), /must be under \/v1/],
   ['scoped route at /', yaml(`  - { prefix: /, scope: AGENCY, upstream: "${up}" }`), /must be under \/v1/],
   ['scoped route at /v1x', yaml(`  - { prefix: /v1x, scope: AGENCY, upstream: "${up}" }`), /must be under \/v1/],
-  ['duplicate prefix', yaml(`  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "${up}" }\n  - { prefix: /v1/agents, scope: AGENCY, upstream: "${up}" }`), /duplicate prefix \/v1\/agents/],
+  [
+    'duplicate prefix',
+    yaml(`  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "${up}" }\n  - { prefix: /v1/agents, scope: AGENCY, upstream: "${up}" }`),
+    /duplicate prefix \/v1\/agents/,
+  ],
   ['missing prefix', yaml(`  - { scope: AGENCY, upstream: "${up}" }`), /prefix is required/],
   ['prefix without a leading slash', yaml(`  - { prefix: v1/agents, scope: SUB-ACCOUNT, upstream: "${up}" }`), /not a canonical path/],
   ['prefix with a trailing slash', yaml(`  - { prefix: /v1/agents/, scope: SUB-ACCOUNT, upstream: "${up}" }`), /must not end with \//],
@@ -63,7 +67,11 @@ const invalid: Array<[string, string, RegExp]> = [
   ['prefix with ;', yaml(`  - { prefix: "/v1/agents;x", scope: SUB-ACCOUNT, upstream: "${up}" }`), /not a canonical path/],
   ['prefix not a string', yaml(`  - { prefix: 5, scope: SUB-ACCOUNT, upstream: "${up}" }`), /prefix is required/],
   ['missing upstream', yaml('  - { prefix: /v1/agents, scope: SUB-ACCOUNT }'), /upstream is required/],
-  ['upstream not a URL', yaml('  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "127.0.0.1:4002" }'), /must use http:\/\/ or https:\/\/|not a valid URL/],
+  [
+    'upstream not a URL',
+    yaml('  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "127.0.0.1:4002" }'),
+    /must use http:\/\/ or https:\/\/|not a valid URL/,
+  ],
   ['upstream garbage', yaml('  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "http://" }'), /not a valid URL/],
   ['upstream with another protocol', yaml('  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "ftp://127.0.0.1" }'), /must use http:\/\/ or https:\/\//],
   ['upstream with a path', yaml('  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "http://127.0.0.1:4002/base" }'), /origin only/],
@@ -96,6 +104,9 @@ t.test('deploy/routes.yaml is the default map and holds the contract routes', as
 t.test('a bad ROUTES_FILE stops start-up with a ConfigError naming ROUTES_FILE and the problem', async (t) => {
   const dir = t.testdir({ 'routes.yaml': yaml(`  - { prefix: /v1/agents, scope: ROOT, upstream: "${up}" }`) })
   const env = { TENANT_SIGNING_SECRET: 'x'.repeat(32), ROUTES_FILE: `${dir}/routes.yaml` }
-  t.throws(() => readGatewayConfig(env), new ConfigError('ROUTES_FILE', `${dir}/routes.yaml: route /v1/agents: unknown scope "ROOT" (expected AGENCY or SUB-ACCOUNT)`))
+  t.throws(
+    () => readGatewayConfig(env),
+    new ConfigError('ROUTES_FILE', `${dir}/routes.yaml: route /v1/agents: unknown scope "ROOT" (expected AGENCY or SUB-ACCOUNT)`),
+  )
   t.throws(() => readGatewayConfig({ ...env, ROUTES_FILE: `${dir}/missing.yaml` }), { variable: 'ROUTES_FILE', message: /file not found/ })
 })

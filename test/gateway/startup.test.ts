@@ -11,7 +11,7 @@ import type { SecureVersion } from 'node:tls'
 import { X509Certificate } from 'node:crypto'
 import { ConfigError } from '@scoped/shared/config'
 import { errorCatalog } from '@scoped/shared/errors'
-import { readGatewayConfig, dataDir, DEFAULT_UPSTREAM_TIMEOUT_MS } from '@scoped/gateway/config'
+import { readGatewayConfig, dataDir, DEFAULT_DEADLINES } from '@scoped/gateway/config'
 import { developmentCertificate } from '@scoped/gateway/tls'
 import { createTestDatabase } from '../helpers/database.js'
 import { httpsClient } from '../helpers/https.js'
@@ -27,7 +27,7 @@ t.test('configuration: defaults', async (t) => {
   t.same(config.admin, { host: '127.0.0.1', port: 9090 })
   t.equal(config.redis, null)
   t.equal(config.tls, null)
-  t.equal(config.upstreamTimeoutMs, DEFAULT_UPSTREAM_TIMEOUT_MS)
+  t.same(config.deadlines, DEFAULT_DEADLINES)
   t.ok(Object.isFrozen(config) && Object.isFrozen(config.api))
   const custom = readGatewayConfig({
     TENANT_SIGNING_SECRET: secret,
@@ -39,11 +39,14 @@ t.test('configuration: defaults', async (t) => {
     REDIS_URL: 'redis://127.0.0.1:6379',
     REDIS_KEY_PREFIX: 'x:',
   })
-  t.same([custom.api, custom.plainHttp, custom.admin], [
-    { host: '127.0.0.1', port: 1443 },
-    { host: '127.0.0.1', port: 1080 },
-    { host: '0.0.0.0', port: 1090 },
-  ])
+  t.same(
+    [custom.api, custom.plainHttp, custom.admin],
+    [
+      { host: '127.0.0.1', port: 1443 },
+      { host: '127.0.0.1', port: 1080 },
+      { host: '0.0.0.0', port: 1090 },
+    ],
+  )
   t.same(custom.redis, { url: 'redis://127.0.0.1:6379', keyPrefix: 'x:' })
 })
 
@@ -120,7 +123,14 @@ t.test('without TLS files: the development certificate under .data/, TLS 1.2 or 
   await startProcess(
     t,
     'gateway/src/main.ts',
-    { TENANT_SIGNING_SECRET: secret, DATABASE_URL: db.url, GATEWAY_HOST: '127.0.0.1', GATEWAY_PORT: String(api), GATEWAY_HTTP_PORT: String(http), GATEWAY_ADMIN_PORT: String(admin) },
+    {
+      TENANT_SIGNING_SECRET: secret,
+      DATABASE_URL: db.url,
+      GATEWAY_HOST: '127.0.0.1',
+      GATEWAY_PORT: String(api),
+      GATEWAY_HTTP_PORT: String(http),
+      GATEWAY_ADMIN_PORT: String(admin),
+    },
     /gateway ready/,
   )
   const ca = readFileSync(`${dataDir}dev-tls/cert.pem`, 'utf8')
@@ -132,5 +142,5 @@ t.test('without TLS files: the development certificate under .data/, TLS 1.2 or 
   t.equal(response.json?.message, errorCatalog.missingKey.message)
   t.match(response.headers['strict-transport-security'], /^max-age=\d+; includeSubDomains$/)
   const ready = await (await fetch(`http://127.0.0.1:${admin}/readyz`)).json()
-  t.match(ready, { status: 'ready', checks: { postgres: true, cache: true, routes: true } }, 'ready without Redis')
+  t.match(ready, { status: 'ready', checks: { postgres: true, invalidationLog: true, routes: true } }, 'ready without Redis')
 })

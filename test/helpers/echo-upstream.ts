@@ -1,9 +1,14 @@
 /**
- * A test upstream for the gateway: it checks the signed tenant headers with
- * verifyTenantHeaders, as a backend does, and echoes what reached it as JSON:
- * method, url (path with query, exactly as received), headers, body, and the
- * verified tenant (null when the request carried no tenant headers at all, as
- * console requests do). A present but bad signature gets 401, as from a backend.
+ * A test upstream for the gateway, standing in for any backend: it checks the
+ * signed tenant headers with verifyTenantHeaders as a backend does, under the
+ * secrets of whichever audience the request names in `x-tenant-audience`
+ * (readAudienceSecrets: derived from TENANT_SIGNING_SECRET), checks the
+ * signed content-digest against the body it read, refuses a nonce it has
+ * seen, and echoes what reached it as JSON: method, url (path with query,
+ * exactly as received), headers, body, the verified tenant and the audience
+ * it was signed for (both null when the request carried no signature, as
+ * console requests do). A present but bad signature gets 401, as from a
+ * backend, with the reason in the body (`reason`) so a test can tell why.
  *
  * Test controls, sent as request headers (the gateway forwards them):
  * `x-echo-delay-ms` waits before answering, `x-echo-status` sets the status,
@@ -11,16 +16,22 @@
  *
  * In process: `startEchoUpstream(t, secret)`. As a process (what the gateway
  * tests run): `node --import tsx test/helpers/echo-upstream.ts` with ECHO_PORT
- * and TENANT_SIGNING_SECRET; it prints "echo upstream ready" once listening,
+ * and TENANT_SIGNING_SECRET (and, if a test wants them, TENANT_SIGNING_SECRET_PREVIOUS or
+ * an `<AUDIENCE>_SIGNING_SECRET`); it prints "echo upstream ready" once listening,
  * then "echo: <method> <url>" for every request that reaches it.
  */
 import { createServer } from 'node:http'
 import type { IncomingHttpHeaders, Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { pathToFileURL } from 'node:url'
+import { timingSafeEqual } from 'node:crypto'
+import type { Env } from '@scoped/shared/config'
 import { errorCatalog, errorEnvelope } from '@scoped/shared/errors'
+import { isAudience, readAudienceSecrets } from '@scoped/shared/secrets'
 import type { Tenant } from '@scoped/shared/tenant-signature'
-import { tenantHeaders, verifyTenantHeaders } from '@scoped/shared/tenant-signature'
+import { AGENCY_SERVICE_AUDIENCE, contentDigest, DEFAULT_REPLAY_WINDOW_SECONDS, tenantHeaders, verifyTenantHeaders } from '@scoped/shared/tenant-signature'
+import type { TenantVerifierRefusal } from '@scoped/shared/tenant-verifier'
+import { NonceMemory } from '@scoped/shared/tenant-verifier'
 
 export interface Echo {
   method: string
@@ -28,14 +39,45 @@ export interface Echo {
   headers: IncomingHttpHeaders
   body: string
   tenant: Tenant | null
+  /** The audience the request was signed for (the backend the gateway meant it for); null when unsigned. */
+  audience: string | null
+}
+
+/** A 401 of the echo: the backends' envelope, plus why. */
+export interface EchoRefusal {
+  success: false
+  message: string
+  reason: TenantVerifierRefusal
+}
+
+function sameDigest(a: string, b: string): boolean {
+  const left = Buffer.from(a)
+  const right = Buffer.from(b)
+  return left.length === right.length && timingSafeEqual(left, right)
 }
 
 interface Teardown {
   teardown(fn: () => unknown): void
 }
 
-/** `onRequest` sees each request line as it arrives (the process prints them, so tests can tell what was forwarded). */
-export function createEchoUpstream(secrets: readonly string[], onRequest: (line: string) => void = () => undefined): Server {
+/**
+ * `env` carries the signing secrets (TENANT_SIGNING_SECRET, …) as a backend
+ * would read them; `onRequest` sees each request line as it arrives (the
+ * process prints them, so tests can tell what was forwarded).
+ */
+export function createEchoUpstream(env: Env, onRequest: (line: string) => void = () => undefined): Server {
+  // Fails at start, as a backend does, when the environment has no signing secret.
+  readAudienceSecrets(env, AGENCY_SERVICE_AUDIENCE)
+  const secretsByAudience = new Map<string, ReturnType<typeof readAudienceSecrets>>()
+  const secretsOf = (audience: string): ReturnType<typeof readAudienceSecrets> => {
+    let secrets = secretsByAudience.get(audience)
+    if (secrets === undefined) {
+      secrets = readAudienceSecrets(env, audience)
+      secretsByAudience.set(audience, secrets)
+    }
+    return secrets
+  }
+  const nonces = new NonceMemory(2 * DEFAULT_REPLAY_WINDOW_SECONDS)
   return createServer((request, response) => {
     onRequest(`${request.method} ${request.url}`)
     const chunks: Buffer[] = []
@@ -48,17 +90,27 @@ export function createEchoUpstream(secrets: readonly string[], onRequest: (line:
       }
       const method = request.method ?? ''
       const url = request.url ?? ''
-      let tenant: Tenant | null = null
-      if (headers[tenantHeaders.signature] !== undefined) {
-        const verified = verifyTenantHeaders(headers, method, url, secrets, Date.now() / 1000)
-        if (!verified.ok) {
-          const body = JSON.stringify({ ...errorEnvelope(errorCatalog.invalidSignature.message), reason: verified.reason })
-          response.writeHead(401, { 'content-type': 'application/json' }).end(body)
-          return
-        }
-        tenant = verified.tenant
+      const body = Buffer.concat(chunks)
+      const refuse = (reason: TenantVerifierRefusal): void => {
+        const refusal: EchoRefusal = { ...errorEnvelope(errorCatalog.invalidSignature.message), reason }
+        response.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify(refusal))
       }
-      const echo: Echo = { method, url, headers, body: Buffer.concat(chunks).toString('utf8'), tenant }
+      let tenant: Tenant | null = null
+      let audience: string | null = null
+      if (headers[tenantHeaders.signature] !== undefined) {
+        const named = headers[tenantHeaders.audience]
+        if (named === undefined) return refuse('missing')
+        if (!isAudience(named)) return refuse('malformed')
+        const now = Date.now() / 1000
+        // Verified as the backend the request names: the echo stands in for every one of them.
+        const verified = verifyTenantHeaders(headers, { method, pathWithQuery: url, audience: named }, secretsOf(named), now)
+        if (!verified.ok) return refuse(verified.reason)
+        if (!nonces.remember(verified.nonce, now)) return refuse('replayed')
+        if (!sameDigest(contentDigest(body), verified.contentDigest)) return refuse('body-mismatch')
+        tenant = verified.tenant
+        audience = named
+      }
+      const echo: Echo = { method, url, headers, body: body.toString('utf8'), tenant, audience }
       const status = Number(headers['x-echo-status'] ?? 200)
       const send = (): void => {
         if (response.destroyed) return
@@ -71,8 +123,9 @@ export function createEchoUpstream(secrets: readonly string[], onRequest: (line:
   })
 }
 
+/** `secret` is the TENANT_SIGNING_SECRET the gateway under test was given. */
 export async function startEchoUpstream(t: Teardown, secret: string, port = 0): Promise<{ port: number; origin: string }> {
-  const server = createEchoUpstream([secret])
+  const server = createEchoUpstream({ TENANT_SIGNING_SECRET: secret })
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
   t.teardown(
     () =>
@@ -86,9 +139,7 @@ export async function startEchoUpstream(t: Teardown, secret: string, port = 0): 
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const secret = process.env['TENANT_SIGNING_SECRET']
-  if (secret === undefined) throw new Error('TENANT_SIGNING_SECRET is required')
-  const server = createEchoUpstream([secret], (line) => process.stdout.write(`echo: ${line}\n`))
+  const server = createEchoUpstream(process.env, (line) => process.stdout.write(`echo: ${line}\n`))
   server.listen(Number(process.env['ECHO_PORT'] ?? 0), '127.0.0.1', () => {
     process.stdout.write(`echo upstream ready on ${(server.address() as AddressInfo).port}\n`)
   })

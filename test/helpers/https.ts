@@ -59,7 +59,9 @@ export function httpsClient(t: Teardown, port: number, ca: string): HttpsClient 
 /** Sends `head` (request line and headers, raw bytes) over TLS and answers the raw response text. */
 export function rawHttpsRequest(port: number, ca: string, head: Buffer | string): Promise<string> {
   return new Promise((resolve, reject) => {
-    const socket = connect({ host: '127.0.0.1', port, ca, servername: 'localhost' }, () => socket.end(typeof head === 'string' ? Buffer.from(head, 'latin1') : head))
+    const socket = connect({ host: '127.0.0.1', port, ca, servername: 'localhost' }, () =>
+      socket.end(typeof head === 'string' ? Buffer.from(head, 'latin1') : head),
+    )
     let text = ''
     socket.on('data', (chunk: Buffer) => (text += chunk.toString('latin1')))
     socket.on('error', reject)
@@ -79,7 +81,13 @@ export async function makeCertificate(dir: string): Promise<{ certFile: string; 
     curve: 'P-256',
     extensions: [
       { name: 'basicConstraints', cA: false },
-      { name: 'subjectAltName', altNames: [{ type: 2, value: 'localhost' }, { type: 7, ip: '127.0.0.1' }] },
+      {
+        name: 'subjectAltName',
+        altNames: [
+          { type: 2, value: 'localhost' },
+          { type: 7, ip: '127.0.0.1' },
+        ],
+      },
     ],
   })
   const certFile = join(dir, 'cert.pem')

@@ -20,7 +20,16 @@ export type ProcessEnv = Record<string, string | undefined>
 /** The environment a child gets: this process's, minus anything that would configure it by accident. */
 export function childEnv(env: ProcessEnv): ProcessEnv {
   const base: ProcessEnv = { ...process.env }
-  for (const name of ['DATABASE_URL', 'REDIS_URL', 'REDIS_KEY_PREFIX', 'TENANT_SIGNING_SECRET', 'TENANT_SIGNING_SECRET_PREVIOUS', 'ROUTES_FILE', 'TLS_CERT_FILE', 'TLS_KEY_FILE']) {
+  for (const name of [
+    'DATABASE_URL',
+    'REDIS_URL',
+    'REDIS_KEY_PREFIX',
+    'TENANT_SIGNING_SECRET',
+    'TENANT_SIGNING_SECRET_PREVIOUS',
+    'ROUTES_FILE',
+    'TLS_CERT_FILE',
+    'TLS_KEY_FILE',
+  ]) {
     delete base[name]
   }
   for (const name of Object.keys(base)) if (name.startsWith('TAP')) delete base[name]

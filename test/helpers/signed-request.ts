@@ -1,12 +1,15 @@
 /**
  * Requests to a backend service as the gateway makes them: the `x-tenant-*`
- * headers signed with signTenantHeaders. Every part of the signing can be
- * changed on its own (secret, clock, the method or path that was signed), so
- * tests can forge each kind of bad request.
+ * headers signed with signTenantHeaders, for an audience (by default the
+ * backend of the tenant's scope), with a fresh nonce and the content-digest
+ * of the body actually sent. Every part of the signing can be changed on its
+ * own (secret, clock, audience, nonce, digest, the method or path that was
+ * signed), so tests can forge each kind of bad request.
  */
+import { randomBytes } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
-import type { Tenant } from '@scoped/shared/tenant-signature'
-import { signTenantHeaders } from '@scoped/shared/tenant-signature'
+import type { SigningSecret, Tenant } from '@scoped/shared/tenant-signature'
+import { contentDigest, defaultAudience, signTenantHeaders } from '@scoped/shared/tenant-signature'
 
 interface Teardown {
   teardown(fn: () => unknown): void
@@ -69,8 +72,15 @@ export class TestResponse {
 }
 
 export interface SigningOptions {
-  secret: string
+  /** The audience's secret, as the backend was given it (a string, or one derived by readAudienceSecrets). */
+  secret: SigningSecret
   tenant: Tenant
+  /** The backend it is signed for; the one of the tenant's scope (defaultAudience) when omitted. */
+  audience?: string
+  /** The nonce; a fresh random one when omitted. Give the same one (and timestamp) twice to replay a request. */
+  nonce?: string
+  /** The content-digest signed (and sent); that of the body actually sent when omitted, so another one re-bodies the request. */
+  contentDigest?: string
   /** Signing time in seconds; the current time when omitted. */
   timestamp?: number
   /** Sign another method or path than the one sent, to forge a replay onto another request. */
@@ -78,6 +88,8 @@ export interface SigningOptions {
   signedPath?: string
   /** Headers set after signing (tampering with a tenant header, say). */
   override?: Record<string, string>
+  /** Headers removed after signing (a request missing one). */
+  omit?: readonly string[]
 }
 
 export interface RequestOptions {
@@ -91,27 +103,38 @@ export interface RequestOptions {
 export async function request(baseUrl: string, method: string, path: string, options: RequestOptions = {}): Promise<TestResponse> {
   const url = new URL(path, baseUrl)
   const headers: Record<string, string> = { ...options.headers }
+  let body: string | undefined = options.rawBody
+  if (body === undefined && options.body !== undefined) body = JSON.stringify(options.body)
+  if (body !== undefined && headers['content-type'] === undefined) headers['content-type'] = 'application/json'
   const signing = options.signing
   if (signing !== undefined) {
     const signed = signTenantHeaders(
       signing.secret,
-      signing.signedMethod ?? method,
-      signing.signedPath ?? `${url.pathname}${url.search}`,
+      {
+        method: signing.signedMethod ?? method,
+        pathWithQuery: signing.signedPath ?? `${url.pathname}${url.search}`,
+        audience: signing.audience ?? defaultAudience(signing.tenant.scope),
+        contentDigest: signing.contentDigest ?? contentDigest(body),
+        nonce: signing.nonce ?? newNonce(),
+      },
       signing.tenant,
       signing.timestamp ?? Date.now() / 1000,
     )
     Object.assign(headers, signed, signing.override)
+    for (const name of signing.omit ?? []) delete headers[name]
   }
-  let body: string | undefined = options.rawBody
-  if (body === undefined && options.body !== undefined) body = JSON.stringify(options.body)
-  if (body !== undefined && headers['content-type'] === undefined) headers['content-type'] = 'application/json'
   const response = await fetch(url, { method, headers, body })
   return new TestResponse(response.status, response.headers, await response.text())
 }
 
-/** A caller that is always signed as one tenant with one secret, as the gateway would. */
-export function tenantClient(baseUrl: string, secret: string, tenant: Tenant) {
-  const send = (method: string, path: string, body?: unknown) => request(baseUrl, method, path, { body, signing: { secret, tenant } })
+/** A nonce as the gateway makes them: unique per request. */
+export function newNonce(): string {
+  return randomBytes(16).toString('base64url')
+}
+
+/** A caller that is always signed as one tenant with one secret (for `audience`, by default the backend of its scope), as the gateway would. */
+export function tenantClient(baseUrl: string, secret: SigningSecret, tenant: Tenant, audience?: string) {
+  const send = (method: string, path: string, body?: unknown) => request(baseUrl, method, path, { body, signing: { secret, tenant, audience } })
   return {
     tenant,
     get: (path: string) => send('GET', path),

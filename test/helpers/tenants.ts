@@ -1,6 +1,6 @@
 /** Agencies and sub-accounts for tests, made through the same functions the CLI uses. */
 import type { Pool } from '@scoped/shared/db'
-import { createAgency, createSubAccount } from '@scoped/agency-service/tenants'
+import { TenantStore } from '@scoped/agency-service/tenants'
 
 export interface TestTenants {
   agencyId: string
@@ -9,8 +9,9 @@ export interface TestTenants {
 }
 
 export async function createTestTenants(pool: Pool, name = 'Acme'): Promise<TestTenants> {
-  const agency = await createAgency(pool, name)
-  const sub = await createSubAccount(pool, agency.id, `${name} West`)
-  const other = await createSubAccount(pool, agency.id, `${name} East`)
+  const tenants = new TenantStore(pool)
+  const agency = await tenants.createAgency(name)
+  const sub = await tenants.createSubAccount(agency.id, `${name} West`)
+  const other = await tenants.createSubAccount(agency.id, `${name} East`)
   return { agencyId: agency.id, subAccountId: sub.id, otherSubAccountId: other.id }
 }

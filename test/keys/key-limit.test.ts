@@ -2,7 +2,7 @@ import t from 'tap'
 import { ACTIVE_KEY_LIMIT, KeyService } from '@scoped/agency-service/keys/key-service'
 import type { KeyOwner } from '@scoped/agency-service/keys/key-service'
 import { createPool } from '@scoped/shared/db'
-import { localOnlyInvalidator } from '@scoped/shared/key-invalidation'
+import { KeyRevocationNotifier } from '@scoped/shared/key-invalidation'
 import { createTestDatabase } from '../helpers/database.js'
 import { createTestTenants } from '../helpers/tenants.js'
 
@@ -10,7 +10,7 @@ const LIMIT_MESSAGE = 'Active API key limit reached for this scope'
 
 t.test('the active-key limit', async (t) => {
   const db = await createTestDatabase(t)
-  const keys = new KeyService(db.pool, localOnlyInvalidator)
+  const keys = new KeyService(db.pool, new KeyRevocationNotifier(db.pool, null))
 
   async function fill(owner: KeyOwner, count: number): Promise<string[]> {
     const ids: string[] = []
@@ -58,13 +58,16 @@ t.test('the active-key limit', async (t) => {
       // A wider pool than the test database's default, so the 40 creations really run at once.
       const wide = createPool(db.url, { max: 20 })
       t.teardown(() => wide.end())
-      const racers = new KeyService(wide, localOnlyInvalidator)
+      const racers = new KeyService(wide, new KeyRevocationNotifier(wide, null))
       const results = await Promise.allSettled(Array.from({ length: 40 }, (_, i) => racers.create(owner, `racer ${i}`, 'test')))
       const created = results.filter((r) => r.status === 'fulfilled')
       const refused = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected')
       t.equal(created.length, 25)
       t.equal(refused.length, 15)
-      t.ok(refused.every((r) => (r.reason as Error).message === LIMIT_MESSAGE), 'every refusal is the limit error')
+      t.ok(
+        refused.every((r) => (r.reason as Error).message === LIMIT_MESSAGE),
+        'every refusal is the limit error',
+      )
       t.equal((await keys.list(owner)).length, 25)
     })
   }

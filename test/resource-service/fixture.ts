@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { createLogger } from '@scoped/shared/logger'
-import { createAgency, createSubAccount } from '@scoped/agency-service/tenants'
+import { TenantStore } from '@scoped/agency-service/tenants'
 import { buildResourceApp } from '@scoped/resource-service/app'
 import { createTestDatabase } from '../helpers/database.js'
 import type { TestDatabase } from '../helpers/database.js'
@@ -43,11 +43,12 @@ export async function startResourceService(t: Teardown, options: { now?: () => D
     now: options.now,
   })
   const baseUrl = await listen(t, app)
-  const agencyA = await createAgency(db.pool, 'Agency A')
-  const agencyB = await createAgency(db.pool, 'Agency B')
-  const a1 = await createSubAccount(db.pool, agencyA.id, 'A one')
-  const a2 = await createSubAccount(db.pool, agencyA.id, 'A two')
-  const b1 = await createSubAccount(db.pool, agencyB.id, 'B one')
+  const tenants = new TenantStore(db.pool)
+  const agencyA = await tenants.createAgency('Agency A')
+  const agencyB = await tenants.createAgency('Agency B')
+  const a1 = await tenants.createSubAccount(agencyA.id, 'A one')
+  const a2 = await tenants.createSubAccount(agencyA.id, 'A two')
+  const b1 = await tenants.createSubAccount(agencyB.id, 'B one')
   return {
     baseUrl,
     db,

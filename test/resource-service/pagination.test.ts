@@ -70,11 +70,7 @@ t.test('rows inserted during a walk cause no loss and no duplicates', async (t) 
   }
   const seen = await walk(alice, 9, insertSome)
   t.equal(new Set(seen).size, seen.length, 'no row was returned twice')
-  t.same(
-    seen.slice(0, ids.length),
-    ids,
-    'every row that existed when the walk began came, in order',
-  )
+  t.same(seen.slice(0, ids.length), ids, 'every row that existed when the walk began came, in order')
   // Two inserts run at once, so their order between themselves is not fixed.
   t.same([...seen.slice(ids.length)].sort(), [...inserted].sort(), 'rows inserted during the walk came after, each once')
   t.notOk(

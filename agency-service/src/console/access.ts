@@ -1,19 +1,20 @@
 /**
  * Who may do what with API keys in the console, decided in one place:
  *
- * | keys of       | may see the list                                | may create, revoke, delete |
- * |---------------|-------------------------------------------------|----------------------------|
- * | an agency     | every member of the agency (any role)           | its owners and admins      |
- * | a sub-account | its members, and the agency's owners and admins | the same people            |
+ * | keys of       | may see the list                                | may create, roll, change, revoke, delete, and read the audit trail |
+ * |---------------|-------------------------------------------------|--------------------------------------------------------------------|
+ * | an agency     | every member of the agency (any role)           | its owners and admins                                              |
+ * | a sub-account | its members, and the agency's owners and admins | the same people                                                    |
  *
  * An agency or sub-account the user may not see is answered exactly as one
  * that does not exist (404); a visible one the user may not change is 403.
  */
 import type { Pool } from '@scoped/shared/db'
-import { isUuid } from '@scoped/shared/db'
 import { ApiError } from '@scoped/shared/errors'
+import { uuidOrNotFound } from '@scoped/shared/validation'
 import type { Role } from '../tenants.js'
 import type { KeyOwner } from '../keys/key-service.js'
+import type { ConsolePaths } from './paths.js'
 
 const MANAGING_ROLES: readonly Role[] = ['owner', 'admin']
 
@@ -27,17 +28,21 @@ export interface KeyArea {
   agency: { id: string; name: string }
   subAccount: { id: string; name: string } | null
   canManage: boolean
-  /** Where this area's key pages live, e.g. /console/agencies/<id>/keys. */
+  /** Where this area's key pages live, e.g. <prefix>/agencies/<id>/keys. */
   keysPath: string
+  /** Where this area's audit trail lives, e.g. <prefix>/agencies/<id>/audit. */
+  auditPath: string
+  /** Who may read the trail: an agency's (with its sub-accounts'), its owners and admins; a sub-account's, whoever sees its keys. */
+  canReadAudit: boolean
 }
 
-export async function agencyKeyArea(pool: Pool, userId: string, agencyId: string): Promise<KeyArea> {
-  if (!isUuid(agencyId)) throw new ApiError('agencyNotFound')
+export async function agencyKeyArea(pool: Pool, paths: ConsolePaths, userId: string, agencyId: string): Promise<KeyArea> {
+  const id = uuidOrNotFound(agencyId, () => new ApiError('agencyNotFound'))
   const { rows } = await pool.query<{ id: string; name: string; role: Role }>(
     `SELECT a.id, a.name, m.role FROM agencies a
      JOIN agency_memberships m ON m.agency_id = a.id AND m.user_id = $2
      WHERE a.id = $1`,
-    [agencyId.toLowerCase(), userId],
+    [id, userId],
   )
   const row = rows[0]
   if (row === undefined) throw new ApiError('agencyNotFound')
@@ -46,12 +51,14 @@ export async function agencyKeyArea(pool: Pool, userId: string, agencyId: string
     agency: { id: row.id, name: row.name },
     subAccount: null,
     canManage: managesAgency(row.role),
-    keysPath: `/console/agencies/${row.id}/keys`,
+    keysPath: paths.agencyKeys(row.id),
+    auditPath: paths.agencyAudit(row.id),
+    canReadAudit: managesAgency(row.role),
   }
 }
 
-export async function subAccountKeyArea(pool: Pool, userId: string, subAccountId: string): Promise<KeyArea> {
-  if (!isUuid(subAccountId)) throw new ApiError('subAccountNotFound')
+export async function subAccountKeyArea(pool: Pool, paths: ConsolePaths, userId: string, subAccountId: string): Promise<KeyArea> {
+  const id = uuidOrNotFound(subAccountId, () => new ApiError('subAccountNotFound'))
   const { rows } = await pool.query<{ id: string; name: string; agency_id: string; agency_name: string; role: Role | null; member: boolean }>(
     `SELECT s.id, s.name, a.id AS agency_id, a.name AS agency_name, m.role, (sm.user_id IS NOT NULL) AS member
      FROM sub_accounts s
@@ -59,7 +66,7 @@ export async function subAccountKeyArea(pool: Pool, userId: string, subAccountId
      LEFT JOIN agency_memberships m ON m.agency_id = a.id AND m.user_id = $2
      LEFT JOIN sub_account_memberships sm ON sm.sub_account_id = s.id AND sm.user_id = $2
      WHERE s.id = $1`,
-    [subAccountId.toLowerCase(), userId],
+    [id, userId],
   )
   const row = rows[0]
   if (row === undefined || !(row.member || managesAgency(row.role))) throw new ApiError('subAccountNotFound')
@@ -68,12 +75,18 @@ export async function subAccountKeyArea(pool: Pool, userId: string, subAccountId
     agency: { id: row.agency_id, name: row.agency_name },
     subAccount: { id: row.id, name: row.name },
     canManage: true,
-    keysPath: `/console/sub-accounts/${row.id}/keys`,
+    keysPath: paths.subAccountKeys(row.id),
+    auditPath: paths.subAccountAudit(row.id),
+    canReadAudit: true,
   }
 }
 
 export function requireManage(area: KeyArea): void {
   if (!area.canManage) throw new ApiError('forbidden', 'Only agency owners and admins can create, revoke or delete agency API keys')
+}
+
+export function requireAuditReader(area: KeyArea): void {
+  if (!area.canReadAudit) throw new ApiError('forbidden', 'Only agency owners and admins can read the agency’s audit trail')
 }
 
 export interface ConsoleHome {

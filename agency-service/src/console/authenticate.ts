@@ -9,6 +9,7 @@ import { errorCatalog } from '@scoped/shared/errors'
 import { SESSION_COOKIE } from './cookies.js'
 import { checkCsrf } from './csrf.js'
 import { CSRF_REFUSED_MESSAGE, sendErrorPage } from './error-page.js'
+import type { ConsolePaths } from './paths.js'
 import type { ConsoleSession } from './sessions.js'
 import { findSession } from './sessions.js'
 
@@ -19,8 +20,6 @@ declare module 'fastify' {
   }
 }
 
-export const SIGN_IN_PATH = '/console/sign-in'
-
 /** The session of a route behind `sessionHook`; throws if a route forgot the hook, never a default. */
 export function sessionOf(request: FastifyRequest): ConsoleSession {
   const session = request.consoleSession
@@ -28,24 +27,26 @@ export function sessionOf(request: FastifyRequest): ConsoleSession {
   return session
 }
 
-export function sessionHook(pool: Pool, now: () => Date) {
+export function sessionHook(pool: Pool, now: () => Date, paths: ConsolePaths) {
   return async function requireSession(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
     const session = await findSession(pool, request.cookies[SESSION_COOKIE], now())
     // Nothing is done for a request without a live session; the person is sent to sign in.
-    if (session === undefined) return reply.redirect(SIGN_IN_PATH, 303)
+    if (session === undefined) return reply.redirect(paths.signIn, 303)
     request.consoleSession = session
     return undefined
   }
 }
 
-export async function csrfHook(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
-  if (request.method !== 'POST') return undefined
-  const session = sessionOf(request)
-  const verdict = checkCsrf(request, session.csrfToken)
-  if (verdict === 'ok') return undefined
-  request.log.warn({ reason: verdict }, 'console: state-changing request refused')
-  if (verdict === 'bad-content-type') {
-    return sendErrorPage(reply, errorCatalog.unsupportedMediaType.status, errorCatalog.unsupportedMediaType.message, session)
+export function csrfHook(paths: ConsolePaths) {
+  return async function requireCsrf(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+    if (request.method !== 'POST') return undefined
+    const session = sessionOf(request)
+    const verdict = checkCsrf(request, session.csrfToken)
+    if (verdict === 'ok') return undefined
+    request.log.warn({ reason: verdict }, 'console: state-changing request refused')
+    if (verdict === 'bad-content-type') {
+      return sendErrorPage(reply, paths, errorCatalog.unsupportedMediaType.status, errorCatalog.unsupportedMediaType.message, session)
+    }
+    return sendErrorPage(reply, paths, 403, CSRF_REFUSED_MESSAGE, session)
   }
-  return sendErrorPage(reply, 403, CSRF_REFUSED_MESSAGE, session)
 }

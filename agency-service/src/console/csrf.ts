@@ -83,6 +83,9 @@ export function formField(request: FastifyRequest, name: string): string | undef
 
 export const CSRF_FIELD = 'csrf'
 
+/** The largest form body a console route accepts (its parser's limit, and every POST route's). */
+export const FORM_BODY_LIMIT = 8 * 1024
+
 export function checkCsrf(request: FastifyRequest, expectedToken: string | undefined): CsrfVerdict {
   if (!isFormPost(request)) return 'bad-content-type'
   if (!isSameOrigin(request)) return 'cross-site'

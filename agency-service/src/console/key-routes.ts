@@ -2,47 +2,54 @@
  * Agency settings → API keys and sub-account settings → API keys: the same
  * routes for both, over the area (agency or sub-account) that `access`
  * resolves for the signed-in user. Every change goes through KeyService with
- * the area's owner, so a key of another tenant is "not found", and revoke and
- * delete return only once every gateway replica has been told.
+ * the area's owner, so a key of another tenant is "not found", and roll,
+ * address changes, revoke and delete return only once every gateway replica
+ * has been told.
  *
- *   GET  …/keys                    the list and the create form
+ *   GET  …/keys                    the list and the create form (name, expiry, allowed addresses)
  *   POST …/keys                    create, then redirect to the one-time display
  *   GET  …/keys/:keyId/created     the plaintext, once
- *   GET  …/keys/:keyId/revoke      confirmation;  POST: revoke, then redirect to the list
- *   GET  …/keys/:keyId/delete      confirmation;  POST: delete, then redirect to the list
+ *   GET  …/keys/:keyId/roll        the grace presets;  POST: roll, then redirect to the new key's one-time display
+ *   GET  …/keys/:keyId/addresses   the allowlist;      POST: change it, then redirect to the list
+ *   GET  …/keys/:keyId/revoke      confirmation;       POST: revoke, then redirect to the list
+ *   GET  …/keys/:keyId/delete      confirmation;       POST: delete, then redirect to the list
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Pool } from '@scoped/shared/db'
-import { isUuid } from '@scoped/shared/db'
 import { ApiError, isApiError } from '@scoped/shared/errors'
-import type { KeyService, LifecycleResult } from '../keys/key-service.js'
+import { MAX_ALLOWED_CIDRS, parseCidr } from '@scoped/shared/ip-address'
+import { requireIsoTime, uuidOrNotFound } from '@scoped/shared/validation'
+import type { Actor } from '../audit/actor.js'
+import { userActor } from '../audit/actor.js'
+import type { CreatedKey, KeyService, KeySummary } from '../keys/key-service.js'
 import type { KeyArea } from './access.js'
 import { agencyKeyArea, requireManage, subAccountKeyArea } from './access.js'
 import { sessionOf } from './authenticate.js'
 import { cookieOptions, REVEAL_COOKIE } from './cookies.js'
-import { formField } from './csrf.js'
+import { FORM_BODY_LIMIT, formField } from './csrf.js'
 import { sendPage } from './error-page.js'
 import { REVEAL_LIFETIME_MS, storeReveal, takeReveal } from './key-reveal.js'
-import type { KeyAction, Notice } from './key-views.js'
-import { confirmPage, createdKeyPage, KEY_LIMIT_HINT, keysPage } from './key-views.js'
+import type { CreateField, CreateFormState, KeyAction, Notice, ReplacedKey } from './key-views.js'
+import { addressesPage, confirmPage, createdKeyPage, EXPIRY_PRESETS, GRACE_PRESETS, KEY_LIMIT_HINT, keysPage, rollPage } from './key-views.js'
+import type { ConsolePaths } from './paths.js'
+import { consoleRoutes } from './paths.js'
 import type { ConsoleSession } from './sessions.js'
-
-const FORM_BODY_LIMIT = 8 * 1024
 
 export interface KeyRoutesOptions {
   pool: Pool
   keys: KeyService
   now: () => Date
+  paths: ConsolePaths
 }
 
 interface AreaKind {
   path: string
-  resolve: (pool: Pool, userId: string, tenantId: string) => Promise<KeyArea>
+  resolve: (pool: Pool, paths: ConsolePaths, userId: string, tenantId: string) => Promise<KeyArea>
 }
 
 const areaKinds: readonly AreaKind[] = [
-  { path: '/agencies/:tenantId/keys', resolve: agencyKeyArea },
-  { path: '/sub-accounts/:tenantId/keys', resolve: subAccountKeyArea },
+  { path: consoleRoutes.agencyKeys, resolve: agencyKeyArea },
+  { path: consoleRoutes.subAccountKeys, resolve: subAccountKeyArea },
 ]
 
 type TenantParams = { tenantId: string }
@@ -53,54 +60,126 @@ export function actorOf(session: ConsoleSession): string {
   return `user:${session.userId}`
 }
 
-function keyIdOf(params: KeyParams): string {
-  if (!isUuid(params.keyId)) throw new ApiError('keyNotFound')
-  return params.keyId.toLowerCase()
+/** The signed-in user as the actor of a change, with the client address the gateway derived (x-forwarded-for). */
+function consoleActor(request: FastifyRequest): Actor {
+  return userActor(sessionOf(request).userId, request.ip)
 }
+
+function keyIdOf(params: KeyParams): string {
+  return uuidOrNotFound(params.keyId, () => new ApiError('keyNotFound'))
+}
+
+const notices: readonly Notice[] = ['revoked', 'deleted', 'addresses']
 
 function noticeOf(query: unknown): { notice?: Notice; unconfirmed: boolean } {
   const values = typeof query === 'object' && query !== null ? (query as Record<string, unknown>) : {}
-  const notice = values['notice'] === 'revoked' || values['notice'] === 'deleted' ? values['notice'] : undefined
+  const notice = notices.find((known) => known === values['notice'])
   return { ...(notice === undefined ? {} : { notice }), unconfirmed: values['unconfirmed'] === '1' }
 }
 
-function afterChange(area: KeyArea, notice: Notice, result: LifecycleResult): string {
-  const unconfirmed = result.invalidation.acknowledged < result.invalidation.subscribers
-  return `${area.keysPath}?notice=${notice}${unconfirmed ? '&unconfirmed=1' : ''}`
+/** Reached only once every replica confirmed: an unconfirmed change throws a 503 page instead. */
+function afterChange(area: KeyArea, notice: Notice): string {
+  return `${area.keysPath}?notice=${notice}`
+}
+
+/** A refusal of one field of a form, shown beside it. */
+class FormFieldError extends Error {
+  constructor(
+    readonly field: CreateField,
+    message: string,
+  ) {
+    super(message)
+  }
+}
+
+/** The allowlist typed into a form: entries separated by new lines, commas or spaces, each checked, in their one spelling. */
+export function cidrsFromForm(text: string | undefined): string[] {
+  const entries = (text ?? '').split(/[\s,]+/).filter((entry) => entry !== '')
+  if (entries.length > MAX_ALLOWED_CIDRS) throw new FormFieldError('allowedCidrs', `At most ${MAX_ALLOWED_CIDRS} addresses or CIDR blocks`)
+  return entries.map((entry) => {
+    const parsed = parseCidr(entry)
+    if ('error' in parsed) throw new FormFieldError('allowedCidrs', parsed.error)
+    return parsed.text
+  })
+}
+
+/** The expiry chosen in the create form: a preset from now (the service's clock), or a date and time in UTC. */
+export function expiryFromForm(preset: string | undefined, dateText: string | undefined, nowMs: number): Date | null {
+  const chosen = EXPIRY_PRESETS.find((option) => option.value === (preset ?? 'never'))
+  if (chosen === undefined) throw new FormFieldError('expires', 'Choose when the key expires')
+  if (chosen.value === 'date') {
+    const text = (dateText ?? '').trim()
+    // A datetime-local field sends 2030-01-31T12:00 (or with seconds), which the page says is UTC.
+    if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$/.test(text)) throw new FormFieldError('expires', 'Enter the expiry date and time, in UTC')
+    try {
+      return requireIsoTime(`${text}Z`, 'expiry')
+    } catch {
+      throw new FormFieldError('expires', 'Enter a real expiry date and time, in UTC')
+    }
+  }
+  return chosen.seconds === null ? null : new Date(nowMs + chosen.seconds * 1000)
 }
 
 export async function keyRoutes(app: FastifyInstance, options: KeyRoutesOptions): Promise<void> {
-  const { pool, keys, now } = options
+  const { pool, keys, now, paths } = options
+
+  /** Stores the one-time display of a new key for this session and answers the redirect to it. */
+  async function reveal(request: FastifyRequest, reply: FastifyReply, area: KeyArea, created: CreatedKey, unconfirmed = false): Promise<FastifyReply> {
+    const sealed = await storeReveal(pool, sessionOf(request).tokenHash, created.id, created.key, now())
+    const revealPath = `${area.keysPath}/${created.id}/created`
+    reply.setCookie(REVEAL_COOKIE, sealed, cookieOptions(revealPath, REVEAL_LIFETIME_MS / 1000))
+    return reply.redirect(unconfirmed ? `${revealPath}?unconfirmed=1` : revealPath, 303)
+  }
+
+  /** A key of the area that the user may change, or a 403 / 404 page. */
+  async function manageableKey(area: KeyArea, params: KeyParams): Promise<KeySummary> {
+    requireManage(area)
+    const key = await keys.find(keyIdOf(params), area.owner)
+    if (key === undefined) throw new ApiError('keyNotFound')
+    return key
+  }
 
   for (const kind of areaKinds) {
     const areaOf = (request: FastifyRequest<{ Params: TenantParams }>): Promise<KeyArea> =>
-      kind.resolve(pool, sessionOf(request).userId, request.params.tenantId)
+      kind.resolve(pool, paths, sessionOf(request).userId, request.params.tenantId)
 
     app.get<{ Params: TenantParams }>(kind.path, async (request, reply) => {
       const area = await areaOf(request)
       const list = await keys.list(area.owner)
-      return sendPage(reply, 200, keysPage({ session: sessionOf(request), area, keys: list, ...noticeOf(request.query) }))
+      return sendPage(reply, 200, keysPage({ paths, session: sessionOf(request), area, keys: list, ...noticeOf(request.query) }))
     })
 
     app.post<{ Params: TenantParams }>(kind.path, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
       const session = sessionOf(request)
       const area = await areaOf(request)
       requireManage(area)
-      const name = formField(request, 'name')
+      const form: CreateFormState = {
+        name: formField(request, 'name') ?? '',
+        expires: formField(request, 'expires') ?? 'never',
+        expiresOn: formField(request, 'expiresOn') ?? '',
+        allowedCidrs: formField(request, 'allowedCidrs') ?? '',
+      }
       let created
       try {
-        created = await keys.create(area.owner, name, actorOf(session))
+        const expiresAt = expiryFromForm(form.expires, form.expiresOn, keys.now())
+        created = await keys.create(area.owner, formField(request, 'name'), consoleActor(request), {
+          expiresAt,
+          allowedCidrs: cidrsFromForm(form.allowedCidrs),
+          fields: { expiresAt: 'The expiry', allowedCidrs: 'Allowed addresses' },
+        })
       } catch (error) {
-        if (!isApiError(error) || (error.code !== 'badRequest' && error.code !== 'keyLimitReached')) throw error
-        const message = error.code === 'keyLimitReached' ? `${error.message}. ${KEY_LIMIT_HINT}` : error.message
+        let field: CreateField
+        if (error instanceof FormFieldError) field = error.field
+        else if (isApiError(error) && (error.code === 'badRequest' || error.code === 'keyLimitReached'))
+          field = error.message.startsWith('The expiry') ? 'expires' : 'name'
+        else throw error
+        const message = isApiError(error) && error.code === 'keyLimitReached' ? `${error.message}. ${KEY_LIMIT_HINT}` : error.message
         const list = await keys.list(area.owner)
-        return sendPage(reply, error.statusCode, keysPage({ session, area, keys: list, form: { name: name ?? '', error: message } }))
+        const status = isApiError(error) ? error.statusCode : 400
+        return sendPage(reply, status, keysPage({ paths, session, area, keys: list, form: { ...form, error: message, errorField: field } }))
       }
       request.log.info({ keyId: created.id, scope: created.scope }, 'console: key created')
-      const sealed = await storeReveal(pool, session.tokenHash, created.id, created.key, now())
-      const revealPath = `${area.keysPath}/${created.id}/created`
-      reply.setCookie(REVEAL_COOKIE, sealed, cookieOptions(revealPath, REVEAL_LIFETIME_MS / 1000))
-      return reply.redirect(revealPath, 303)
+      return reveal(request, reply, area, created)
     })
 
     app.get<{ Params: KeyParams }>(`${kind.path}/:keyId/created`, async (request, reply) => {
@@ -111,7 +190,58 @@ export async function keyRoutes(app: FastifyInstance, options: KeyRoutesOptions)
       if (key === undefined) throw new ApiError('keyNotFound')
       const plaintext = await takeReveal(pool, session.tokenHash, keyId, request.cookies[REVEAL_COOKIE], now())
       reply.clearCookie(REVEAL_COOKIE, cookieOptions(`${area.keysPath}/${keyId}/created`))
-      return sendPage(reply, plaintext === undefined ? 410 : 200, createdKeyPage(session, area, key, plaintext))
+      let replaced: ReplacedKey | undefined
+      if (key.replaces !== null) {
+        const old = await keys.find(key.replaces, area.owner)
+        if (old !== undefined) replaced = { name: old.name, hint: old.hint, expiresAt: old.expiresAt, ended: old.status !== 'active' }
+      }
+      if (replaced !== undefined) replaced.unconfirmed = noticeOf(request.query).unconfirmed
+      return sendPage(reply, plaintext === undefined ? 410 : 200, createdKeyPage(paths, session, area, key, plaintext, replaced))
+    })
+
+    app.get<{ Params: KeyParams }>(`${kind.path}/:keyId/roll`, async (request, reply) => {
+      const area = await areaOf(request)
+      const key = await manageableKey(area, request.params)
+      return sendPage(reply, 200, rollPage(paths, sessionOf(request), area, key))
+    })
+
+    app.post<{ Params: KeyParams }>(`${kind.path}/:keyId/roll`, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
+      const area = await areaOf(request)
+      const key = await manageableKey(area, request.params)
+      const grace = formField(request, 'grace')
+      const preset = GRACE_PRESETS.find((option) => option.value === grace)
+      if (preset === undefined) return sendPage(reply, 400, rollPage(paths, sessionOf(request), area, key, 'Choose how long the old key keeps working'))
+      let rolled
+      try {
+        rolled = await keys.roll(key.id, consoleActor(request), area.owner, { graceSeconds: Number(preset.value) })
+      } catch (error) {
+        if (!isApiError(error) || error.code !== 'badRequest') throw error
+        return sendPage(reply, 400, rollPage(paths, sessionOf(request), area, key, error.message, preset.value))
+      }
+      request.log.info({ keyId: rolled.id, replaces: rolled.replaces, graceSeconds: Number(preset.value) }, 'console: key rolled')
+      // The new key is shown whatever happens (its plaintext exists nowhere else); the page says when the gateways did not all confirm.
+      if (rolled.unconfirmed !== undefined) request.log.warn({ keyId: rolled.replaces }, rolled.unconfirmed)
+      return reveal(request, reply, area, rolled, rolled.unconfirmed !== undefined)
+    })
+
+    app.get<{ Params: KeyParams }>(`${kind.path}/:keyId/addresses`, async (request, reply) => {
+      const area = await areaOf(request)
+      const key = await manageableKey(area, request.params)
+      return sendPage(reply, 200, addressesPage(paths, sessionOf(request), area, key))
+    })
+
+    app.post<{ Params: KeyParams }>(`${kind.path}/:keyId/addresses`, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
+      const area = await areaOf(request)
+      const key = await manageableKey(area, request.params)
+      const value = formField(request, 'allowedCidrs') ?? ''
+      try {
+        await keys.updateAllowedCidrs(key.id, consoleActor(request), cidrsFromForm(value), area.owner, 'Allowed addresses')
+      } catch (error) {
+        if (!(error instanceof FormFieldError) && (!isApiError(error) || error.code !== 'badRequest')) throw error
+        return sendPage(reply, 400, addressesPage(paths, sessionOf(request), area, key, { value, error: error.message }))
+      }
+      request.log.info({ keyId: key.id }, 'console: key addresses changed')
+      return reply.redirect(afterChange(area, 'addresses'), 303)
     })
 
     for (const action of ['revoke', 'delete'] as const satisfies readonly KeyAction[]) {
@@ -120,17 +250,17 @@ export async function keyRoutes(app: FastifyInstance, options: KeyRoutesOptions)
         requireManage(area)
         const key = await keys.find(keyIdOf(request.params), area.owner)
         if (key === undefined) throw new ApiError('keyNotFound')
-        return sendPage(reply, 200, confirmPage(sessionOf(request), area, key, action))
+        return sendPage(reply, 200, confirmPage(paths, sessionOf(request), area, key, action))
       })
 
       app.post<{ Params: KeyParams }>(`${kind.path}/:keyId/${action}`, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply: FastifyReply) => {
-        const session = sessionOf(request)
         const area = await areaOf(request)
         requireManage(area)
         const keyId = keyIdOf(request.params)
-        const result = action === 'revoke' ? await keys.revoke(keyId, actorOf(session), area.owner) : await keys.delete(keyId, actorOf(session), area.owner)
+        const actor = consoleActor(request)
+        const result = action === 'revoke' ? await keys.revoke(keyId, actor, area.owner) : await keys.delete(keyId, actor, area.owner)
         request.log.info({ keyId, action, invalidation: result.invalidation }, `console: key ${action === 'revoke' ? 'revoked' : 'deleted'}`)
-        return reply.redirect(afterChange(area, action === 'revoke' ? 'revoked' : 'deleted', result), 303)
+        return reply.redirect(afterChange(area, action === 'revoke' ? 'revoked' : 'deleted'), 303)
       })
     }
   }

@@ -1,4 +1,10 @@
-/** The key pages: the list with its create form, the one-time display of a new key, and the revoke and delete confirmations. */
+/**
+ * The key pages: the list with its create form (name, expiry, allowlist), the
+ * one-time display of a new key, the roll page (grace presets), the
+ * addresses page (the allowlist, changed later), and the revoke and delete
+ * confirmations.
+ */
+import { MAX_ALLOWED_CIDRS } from '@scoped/shared/ip-address'
 import { ACTIVE_KEY_LIMIT, KEY_NAME_MAX_LENGTH } from '../keys/key-service.js'
 import type { KeySummary } from '../keys/key-service.js'
 import type { KeyArea } from './access.js'
@@ -6,6 +12,7 @@ import type { SafeHtml } from './html.js'
 import { html } from './html.js'
 import type { Crumb } from './layout.js'
 import { csrfInput, page } from './layout.js'
+import type { ConsolePaths } from './paths.js'
 import type { ConsoleSession } from './sessions.js'
 
 export const KEY_LIMIT_HINT = 'Revoke a key that is no longer used before creating another.'
@@ -13,44 +20,97 @@ export const KEY_LIMIT_HINT = 'Revoke a key that is no longer used before creati
 export type KeyAction = 'revoke' | 'delete'
 
 /** What the list page says after a redirect; a closed vocabulary read from the query string. */
-export type Notice = 'revoked' | 'deleted'
+export type Notice = 'revoked' | 'deleted' | 'addresses'
+
+/** The expiry presets of the create form, in seconds (`date`: the date field instead). */
+export const EXPIRY_PRESETS = [
+  { value: 'never', label: 'Never', seconds: null },
+  { value: '7d', label: 'In 7 days', seconds: 7 * 86_400 },
+  { value: '30d', label: 'In 30 days', seconds: 30 * 86_400 },
+  { value: '90d', label: 'In 90 days', seconds: 90 * 86_400 },
+  { value: '365d', label: 'In 1 year', seconds: 365 * 86_400 },
+  { value: 'date', label: 'On the date given', seconds: null },
+] as const
+export type ExpiryPreset = (typeof EXPIRY_PRESETS)[number]['value']
+
+/** The grace presets of a roll (at most 30 days, the service's bound). */
+export const GRACE_PRESETS = [
+  { value: '0', label: 'End the old key now' },
+  { value: '3600', label: 'Keep the old key working for 1 hour' },
+  { value: '86400', label: 'Keep the old key working for 24 hours' },
+  { value: '604800', label: 'Keep the old key working for 7 days' },
+] as const
+export type GracePreset = (typeof GRACE_PRESETS)[number]['value']
+export const DEFAULT_GRACE: GracePreset = '86400'
 
 function settingsName(area: KeyArea): string {
   return area.subAccount === null ? 'Agency settings' : 'Sub-account settings'
 }
 
-function crumbs(area: KeyArea, last?: string): Crumb[] {
-  const trail: Crumb[] = [{ label: 'Console', href: '/console' }, { label: area.agency.name }]
+export function crumbs(
+  paths: ConsolePaths,
+  area: KeyArea,
+  last?: string,
+  section: { label: string; href: string } = { label: 'API keys', href: area.keysPath },
+): Crumb[] {
+  const trail: Crumb[] = [{ label: 'Console', href: paths.home }, { label: area.agency.name }]
   if (area.subAccount !== null) trail.push({ label: area.subAccount.name })
-  trail.push({ label: settingsName(area) }, { label: 'API keys', href: area.keysPath })
+  trail.push({ label: settingsName(area) }, section)
   if (last !== undefined) trail.push({ label: last })
   return trail
 }
 
+/** The settings pages' tabs: API keys and, for those who may read it, the audit trail. */
+export function settingsTabs(area: KeyArea, current: 'keys' | 'audit'): SafeHtml {
+  const tab = (label: string, href: string, here: boolean): SafeHtml =>
+    here ? html`<li><a href="${href}" aria-current="page">${label}</a></li>` : html`<li><a href="${href}">${label}</a></li>`
+  return html`<nav class="tabs" aria-label="${settingsName(area)}"><ul>${tab('API keys', area.keysPath, current === 'keys')}${
+    area.canReadAudit && tab('Audit trail', area.auditPath, current === 'audit')
+  }</ul></nav>`
+}
+
 /** The tenant a page is about, in words: "Acme" or "Acme West (a sub-account of Acme)". */
-function tenantName(area: KeyArea): SafeHtml {
+export function tenantName(area: KeyArea): SafeHtml {
   return area.subAccount === null
     ? html`<strong>${area.agency.name}</strong>`
     : html`<strong>${area.subAccount.name}</strong>, a sub-account of <strong>${area.agency.name}</strong>`
 }
 
-function formatTime(iso: string | null, never: string): SafeHtml {
+export function formatTime(iso: string | null, never: string): SafeHtml {
   if (iso === null) return html`<span>${never}</span>`
   const shown = `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC`
   return html`<time datetime="${iso}">${shown}</time>`
 }
 
+const statusNames = { active: 'Active', revoked: 'Revoked', expired: 'Expired' } as const
+
+function statusCell(key: KeySummary): SafeHtml {
+  const badge = html`<span class="status status-${key.status}">${statusNames[key.status]}</span>`
+  if (key.status !== 'active') return badge
+  if (key.replacedBy !== null) return html`${badge}<br><span class="hint">Replaced; works until ${formatTime(key.expiresAt, '—')}</span>`
+  return badge
+}
+
+function addressesCell(key: KeySummary): SafeHtml {
+  if (key.allowedCidrs.length === 0) return html`<span>Any</span>`
+  return html`<ul class="plain-list">${key.allowedCidrs.map((cidr) => html`<li><code>${cidr}</code></li>`)}</ul>`
+}
+
 function keyRow(area: KeyArea, key: KeySummary): SafeHtml {
+  const active = key.status === 'active'
   const actions =
     area.canManage &&
-    html`${key.status === 'active' && html`<a href="${area.keysPath}/${key.id}/revoke" aria-label="Revoke ${key.name}">Revoke</a>`}<a href="${area.keysPath}/${key.id}/delete" aria-label="Delete ${key.name}">Delete</a>`
+    html`${active && key.replacedBy === null && html`<a href="${area.keysPath}/${key.id}/roll" aria-label="Roll ${key.name}">Roll</a>`}${
+      active && html`<a href="${area.keysPath}/${key.id}/addresses" aria-label="Addresses of ${key.name}">Addresses</a>`
+    }${active && html`<a href="${area.keysPath}/${key.id}/revoke" aria-label="Revoke ${key.name}">Revoke</a>`}<a href="${area.keysPath}/${key.id}/delete" aria-label="Delete ${key.name}">Delete</a>`
   return html`<tr>
-  <th scope="row">${key.name}</th>
+  <th scope="row">${key.name}<br><span class="hint-code key-hint">${key.hint}</span></th>
   <td class="scope">${key.scope}</td>
-  <td><span class="status status-${key.status}">${key.status === 'active' ? 'Active' : 'Revoked'}</span></td>
-  <td class="hint-code">${key.hint}</td>
+  <td>${statusCell(key)}</td>
   <td>${formatTime(key.createdAt, '—')}</td>
-  <td>${formatTime(key.lastUsedAt, 'Never')}</td>
+  <td>${formatTime(key.lastUsedAt, 'Never')}${key.lastUsedIp !== null && html`<br><span class="hint">from <code>${key.lastUsedIp}</code></span>`}</td>
+  <td>${formatTime(key.expiresAt, 'Never')}</td>
+  <td>${addressesCell(key)}</td>
   <td>${formatTime(key.revokedAt, '—')}</td>
   ${area.canManage && html`<td class="actions-cell">${actions}</td>`}
 </tr>`
@@ -62,8 +122,8 @@ function keyTable(area: KeyArea, keys: readonly KeySummary[]): SafeHtml {
 <table>
   <caption class="visually-hidden">API keys of ${area.subAccount?.name ?? area.agency.name}, newest first</caption>
   <thead><tr>
-    <th scope="col">Name</th><th scope="col">Scope</th><th scope="col">Status</th><th scope="col">Key</th>
-    <th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Revoked</th>
+    <th scope="col">Name</th><th scope="col">Scope</th><th scope="col">Status</th>
+    <th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">Addresses</th><th scope="col">Revoked</th>
     ${area.canManage && html`<th scope="col">Actions</th>`}
   </tr></thead>
   <tbody>${keys.map((key) => keyRow(area, key))}</tbody>
@@ -71,9 +131,30 @@ function keyTable(area: KeyArea, keys: readonly KeySummary[]): SafeHtml {
 </div>`
 }
 
+/** Which field of the create form an error is about. */
+export type CreateField = 'name' | 'expires' | 'allowedCidrs'
+
 export interface CreateFormState {
   name?: string
+  expires?: string
+  expiresOn?: string
+  allowedCidrs?: string
   error?: string
+  /** The field the error is about (the name, unless said otherwise). */
+  errorField?: CreateField
+}
+
+function fieldError(state: CreateFormState, field: CreateField, id: string): SafeHtml | undefined {
+  if (state.error === undefined || (state.errorField ?? 'name') !== field) return undefined
+  return html`<p class="field-error" id="${id}" role="alert">${state.error}</p>`
+}
+
+function invalidIf(state: CreateFormState, field: CreateField): SafeHtml | string {
+  return state.error !== undefined && (state.errorField ?? 'name') === field ? html` aria-invalid="true"` : ''
+}
+
+function describedBy(state: CreateFormState, field: CreateField, hint: string, error: string): string {
+  return state.error !== undefined && (state.errorField ?? 'name') === field ? `${hint} ${error}` : hint
 }
 
 function createForm(area: KeyArea, session: ConsoleSession, activeCount: number, state: CreateFormState): SafeHtml {
@@ -81,34 +162,63 @@ function createForm(area: KeyArea, session: ConsoleSession, activeCount: number,
     return html`<div class="warning"><p>Only agency owners and admins can create, revoke or delete agency API keys.</p></div>`
   }
   const atLimit = activeCount >= ACTIVE_KEY_LIMIT
-  const describedBy = state.error === undefined ? 'key-name-hint' : 'key-name-hint key-name-error'
+  const expires = state.expires ?? 'never'
   return html`<section aria-labelledby="create-heading">
 <h2 id="create-heading">Create a key</h2>
 ${atLimit && state.error === undefined && html`<div class="warning"><p>Active API key limit reached for this scope. ${KEY_LIMIT_HINT}</p></div>`}
 <form method="post" action="${area.keysPath}" class="panel" novalidate>
   ${csrfInput(session.csrfToken)}
-  <div class="inline-form">
-    <div class="field">
-      <label for="key-name">Key name</label>
-      <p class="hint" id="key-name-hint">Say what will use the key, for example “billing sync”. At most ${KEY_NAME_MAX_LENGTH} characters.</p>
-      <input type="text" id="key-name" name="name" required maxlength="${KEY_NAME_MAX_LENGTH}" autocomplete="off" value="${state.name ?? ''}" aria-describedby="${describedBy}"${
-        state.error !== undefined ? html` aria-invalid="true"` : ''
-      }>
-      ${state.error !== undefined && html`<p class="field-error" id="key-name-error" role="alert">${state.error}</p>`}
-    </div>
-    <button type="submit">Create key</button>
+  <div class="field">
+    <label for="key-name">Key name</label>
+    <p class="hint" id="key-name-hint">Say what will use the key, for example “billing sync”. At most ${KEY_NAME_MAX_LENGTH} characters.</p>
+    <input type="text" id="key-name" name="name" required maxlength="${KEY_NAME_MAX_LENGTH}" autocomplete="off" value="${state.name ?? ''}" aria-describedby="${describedBy(
+      state,
+      'name',
+      'key-name-hint',
+      'key-name-error',
+    )}"${invalidIf(state, 'name')}>
+    ${fieldError(state, 'name', 'key-name-error')}
   </div>
+  <div class="field-row">
+    <div class="field">
+      <label for="key-expires">Expires</label>
+      <p class="hint" id="key-expires-hint">From that moment the key gets 401 on every request. It cannot be extended later.</p>
+      <select id="key-expires" name="expires" aria-describedby="${describedBy(state, 'expires', 'key-expires-hint', 'key-expires-error')}"${invalidIf(state, 'expires')}>
+        ${EXPIRY_PRESETS.map((preset) => html`<option value="${preset.value}"${preset.value === expires ? ' selected' : ''}>${preset.label}</option>`)}
+      </select>
+    </div>
+    <div class="field">
+      <label for="key-expires-on">Expiry date and time (UTC)</label>
+      <p class="hint" id="key-expires-on-hint">Used when Expires is “On the date given”.</p>
+      <input type="datetime-local" id="key-expires-on" name="expiresOn" value="${state.expiresOn ?? ''}" aria-describedby="key-expires-on-hint">
+    </div>
+  </div>
+  ${fieldError(state, 'expires', 'key-expires-error')}
+  <div class="field">
+    <label for="key-cidrs">Allowed addresses</label>
+    <p class="hint" id="key-cidrs-hint">IPv4 or IPv6 addresses or CIDR blocks (such as 203.0.113.0/24 or 2001:db8::/32), one per line, at most ${MAX_ALLOWED_CIDRS}. Leave empty to allow any address.</p>
+    <textarea id="key-cidrs" name="allowedCidrs" rows="3" spellcheck="false" autocomplete="off" aria-describedby="${describedBy(
+      state,
+      'allowedCidrs',
+      'key-cidrs-hint',
+      'key-cidrs-error',
+    )}"${invalidIf(state, 'allowedCidrs')}>${state.allowedCidrs ?? ''}</textarea>
+    ${fieldError(state, 'allowedCidrs', 'key-cidrs-error')}
+  </div>
+  <button type="submit">Create key</button>
 </form>
-<p class="hint">${activeCount} of ${ACTIVE_KEY_LIMIT} active keys in use.</p>
+<p class="hint">${activeCount} of ${ACTIVE_KEY_LIMIT} active keys in use. A rolled key in its grace period does not count.</p>
 </section>`
 }
 
 const noticeText: Record<Notice, string> = {
   revoked: 'The key was revoked. It no longer authenticates any request.',
   deleted: 'The key was deleted, with its record.',
+  addresses: 'The key’s allowed addresses were changed. The next request is judged by the new list, on every gateway.',
 }
 
 export interface KeysPageOptions {
+  paths: ConsolePaths
   session: ConsoleSession
   area: KeyArea
   keys: readonly KeySummary[]
@@ -119,18 +229,20 @@ export interface KeysPageOptions {
 }
 
 export function keysPage(options: KeysPageOptions): string {
-  const { session, area, keys } = options
-  const activeCount = keys.filter((key) => key.status === 'active').length
+  const { paths, session, area, keys } = options
+  const activeCount = keys.filter((key) => key.countsTowardLimit).length
   const scopeHelp =
     area.subAccount === null
       ? html`Agency keys reach the agency endpoints (<code>/v1/agency</code>, <code>/v1/agency/sub-accounts</code>) of ${tenantName(area)}.`
       : html`Sub-account keys reach the resource endpoints (<code>/v1/agents</code>, <code>/v1/contacts</code>, <code>/v1/calls</code>) of ${tenantName(area)}.`
   return page({
+    paths,
     title: `API keys · ${area.subAccount?.name ?? area.agency.name}`,
     session,
-    crumbs: crumbs(area),
+    crumbs: crumbs(paths, area),
     body: html`<h1>API keys</h1>
 <p class="lede">${settingsName(area)}. ${scopeHelp}</p>
+${settingsTabs(area, 'keys')}
 ${
   options.notice !== undefined &&
   html`<div class="notice" role="status"><p>${noticeText[options.notice]}</p>${
@@ -143,7 +255,34 @@ ${keyTable(area, keys)}`,
   })
 }
 
-export function createdKeyPage(session: ConsoleSession, area: KeyArea, key: KeySummary, plaintext: string | undefined): string {
+/** What the created-key page says about the key a roll replaced. */
+export interface ReplacedKey {
+  name: string
+  hint: string
+  /** When the old key stops working; at or before now: it already has. */
+  expiresAt: string | null
+  ended: boolean
+  /** Not every gateway replica confirmed dropping what it cached about the old key. */
+  unconfirmed?: boolean
+}
+
+export function createdKeyPage(
+  paths: ConsolePaths,
+  session: ConsoleSession,
+  area: KeyArea,
+  key: KeySummary,
+  plaintext: string | undefined,
+  replaced?: ReplacedKey,
+): string {
+  const rollNote =
+    replaced !== undefined &&
+    html`<div class="notice" role="status"><p>This key replaces “${replaced.name}” <span class="hint-code">${replaced.hint}</span>. ${
+      replaced.ended ? html`The old key has stopped working.` : html`The old key keeps working until ${formatTime(replaced.expiresAt, '—')}, then gets 401.`
+    }</p>${
+      replaced.unconfirmed === true &&
+      html`<p>Not every gateway replica confirmed the change in time; check the gateways’ health. Every replica refuses the old key within a second of its end all the same.</p>`
+    }</div>`
+  const expiry = key.expiresAt !== null && html`<p>This key expires at ${formatTime(key.expiresAt, '—')}.</p>`
   const body =
     plaintext === undefined
       ? html`<h1>Key created</h1>
@@ -151,6 +290,7 @@ export function createdKeyPage(session: ConsoleSession, area: KeyArea, key: KeyS
 If you did not copy it, revoke the key and create a new one.</p></div>
 <p class="actions"><a class="button" href="${area.keysPath}">Back to API keys</a></p>`
       : html`<h1>Key created</h1>
+${rollNote}
 <div class="warning" role="alert">
   <p><strong>Copy this key now. It will not be shown again.</strong></p>
   <p>Keep it on your servers, out of source control and out of client code. If it is lost, revoke it and create a new one.</p>
@@ -163,8 +303,14 @@ If you did not copy it, revoke the key and create a new one.</p></div>
   </div>
   <p id="copy-status" class="hint" role="status" aria-live="polite"></p>
 </div>
+${expiry}
+${key.allowedCidrs.length > 0 && html`<p>It can be used only from ${key.allowedCidrs.map((cidr, index) => html`${index > 0 ? ', ' : ''}<code>${cidr}</code>`)}.</p>`}
 <p class="actions"><a class="button" href="${area.keysPath}">Done: back to API keys</a></p>`
-  return page({ title: 'Key created', session, crumbs: crumbs(area, 'Key created'), body })
+  return page({ paths, title: 'Key created', session, crumbs: crumbs(paths, area, 'Key created'), body })
+}
+
+function keyLine(key: KeySummary): SafeHtml {
+  return html`<p>Key: <strong>${key.name}</strong> <span class="hint-code">${key.hint}</span> (${key.scope}, ${key.status})</p>`
 }
 
 const confirmText: Record<KeyAction, { title: string; explain: string; button: string }> = {
@@ -182,19 +328,78 @@ const confirmText: Record<KeyAction, { title: string; explain: string; button: s
   },
 }
 
-export function confirmPage(session: ConsoleSession, area: KeyArea, key: KeySummary, action: KeyAction): string {
+export function confirmPage(paths: ConsolePaths, session: ConsoleSession, area: KeyArea, key: KeySummary, action: KeyAction): string {
   const text = confirmText[action]
   return page({
+    paths,
     title: text.title,
     session,
-    crumbs: crumbs(area, action === 'revoke' ? 'Revoke' : 'Delete'),
+    crumbs: crumbs(paths, area, action === 'revoke' ? 'Revoke' : 'Delete'),
     body: html`<h1>${text.title}</h1>
 <div class="panel">
-  <p>Key: <strong>${key.name}</strong> <span class="hint-code">${key.hint}</span> (${key.scope}, ${key.status === 'active' ? 'active' : 'revoked'})</p>
+  ${keyLine(key)}
   <p>${text.explain}</p>
   <form method="post" action="${area.keysPath}/${key.id}/${action}">
     ${csrfInput(session.csrfToken)}
     <div class="actions"><button type="submit" class="button-danger">${text.button}</button><a href="${area.keysPath}">Cancel</a></div>
+  </form>
+</div>`,
+  })
+}
+
+export function rollPage(paths: ConsolePaths, session: ConsoleSession, area: KeyArea, key: KeySummary, error?: string, chosen: string = DEFAULT_GRACE): string {
+  return page({
+    paths,
+    title: 'Roll API key?',
+    session,
+    crumbs: crumbs(paths, area, 'Roll'),
+    body: html`<h1>Roll API key?</h1>
+<div class="panel">
+  ${keyLine(key)}
+  <p>Rolling creates a new key with the same name, scope${key.allowedCidrs.length > 0 ? ', allowed addresses' : ''} and tenant, and shows it once; the new key does not expire. The old key keeps working for the grace period you choose (never past its own expiry), so you can move your traffic, then gets 401 on every gateway at that moment. During its grace period the old key does not count toward the limit of ${ACTIVE_KEY_LIMIT} and cannot be rolled again.</p>
+  ${error !== undefined && html`<div class="alert" role="alert"><p>${error}</p></div>`}
+  <form method="post" action="${area.keysPath}/${key.id}/roll">
+    ${csrfInput(session.csrfToken)}
+    <fieldset>
+      <legend>Grace period for the old key</legend>
+      ${GRACE_PRESETS.map(
+        (preset) =>
+          html`<div class="choice"><input type="radio" id="grace-${preset.value}" name="grace" value="${preset.value}"${preset.value === chosen ? ' checked' : ''}><label for="grace-${preset.value}">${preset.label}</label></div>`,
+      )}
+    </fieldset>
+    <div class="actions"><button type="submit">Roll key</button><a href="${area.keysPath}">Cancel</a></div>
+  </form>
+</div>`,
+  })
+}
+
+export function addressesPage(
+  paths: ConsolePaths,
+  session: ConsoleSession,
+  area: KeyArea,
+  key: KeySummary,
+  state: { value?: string; error?: string } = {},
+): string {
+  const value = state.value ?? key.allowedCidrs.join('\n')
+  return page({
+    paths,
+    title: 'Allowed addresses',
+    session,
+    crumbs: crumbs(paths, area, 'Allowed addresses'),
+    body: html`<h1>Allowed addresses</h1>
+<div class="panel">
+  ${keyLine(key)}
+  <form method="post" action="${area.keysPath}/${key.id}/addresses" novalidate>
+    ${csrfInput(session.csrfToken)}
+    <div class="field">
+      <label for="key-cidrs">Allowed addresses</label>
+      <p class="hint" id="key-cidrs-hint">IPv4 or IPv6 addresses or CIDR blocks, one per line, at most ${MAX_ALLOWED_CIDRS}. Leave empty to allow any address. A request from any other address gets 403, on every gateway, from the next request on.</p>
+      <textarea id="key-cidrs" name="allowedCidrs" rows="5" spellcheck="false" autocomplete="off" aria-describedby="${
+        state.error === undefined ? 'key-cidrs-hint' : 'key-cidrs-hint key-cidrs-error'
+      }"${state.error !== undefined ? html` aria-invalid="true"` : ''}>${value}</textarea>
+      ${state.error !== undefined && html`<p class="field-error" id="key-cidrs-error" role="alert">${state.error}</p>`}
+    </div>
+    <div class="actions"><button type="submit">Save addresses</button><a href="${area.keysPath}">Cancel</a></div>
   </form>
 </div>`,
   })

@@ -3,6 +3,7 @@ import type { ConsoleSession } from './sessions.js'
 import { CSRF_FIELD } from './csrf.js'
 import type { HtmlValue, SafeHtml } from './html.js'
 import { html } from './html.js'
+import type { ConsolePaths } from './paths.js'
 
 export interface Crumb {
   label: string
@@ -10,6 +11,7 @@ export interface Crumb {
 }
 
 export interface PageOptions {
+  paths: ConsolePaths
   title: string
   session?: ConsoleSession | undefined
   crumbs?: readonly Crumb[]
@@ -20,14 +22,14 @@ export function csrfInput(token: string): SafeHtml {
   return html`<input type="hidden" name="${CSRF_FIELD}" value="${token}">`
 }
 
-function header(session: ConsoleSession | undefined): SafeHtml {
+function header(paths: ConsolePaths, session: ConsoleSession | undefined): SafeHtml {
   return html`<header class="site-header">
-  <a class="brand" href="/console">API key console</a>
+  <a class="brand" href="${paths.home}">API key console</a>
   ${
     session &&
     html`<div class="account">
     <span>Signed in as <strong>${session.email}</strong></span>
-    <form method="post" action="/console/sign-out">${csrfInput(session.csrfToken)}<button type="submit" class="link-button">Sign out</button></form>
+    <form method="post" action="${paths.signOut}">${csrfInput(session.csrfToken)}<button type="submit" class="link-button">Sign out</button></form>
   </div>`
   }
 </header>`
@@ -52,12 +54,12 @@ export function page(options: PageOptions): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>${options.title} · API key console</title>
-<link rel="stylesheet" href="/console/assets/console.css">
-<script src="/console/assets/console.js" defer></script>
+<link rel="stylesheet" href="${options.paths.asset('console.css')}">
+<script src="${options.paths.asset('console.js')}" defer></script>
 </head>
 <body>
 <a class="skip-link" href="#main">Skip to main content</a>
-${header(options.session)}
+${header(options.paths, options.session)}
 <main id="main" tabindex="-1">
 ${breadcrumbs(options.crumbs)}
 ${options.body}

@@ -2,30 +2,38 @@
  * Signing in and out of the console.
  *
  * Sign-in: the form carries its own CSRF token (paired with a cookie, as no
- * session exists yet), failures are throttled per email and per client in
- * Postgres, an unknown email costs the same scrypt work as a known one, and
- * success replaces any earlier session with a new one (never reusing a token
- * the browser had before). Sign-out deletes the session row and the cookie.
+ * session exists yet); failures are throttled per client address and per
+ * (email, client address), or per (user, device) for a browser that signed
+ * in as that user before, decided from memory first so a refused attempt
+ * costs no database work (sign-in-throttle.ts, device-cookie.ts); an unknown
+ * email costs the same scrypt work as a known one; a hash of an older cost is
+ * replaced by one at today's; and success replaces any earlier session with a
+ * new one (never reusing a token the browser had before) and marks the
+ * browser as a known device of the user. Sign-out deletes the session row and
+ * the cookie.
  */
 import { randomBytes } from 'node:crypto'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Pool } from '@scoped/shared/db'
-import { hashPassword, verifyPassword } from '@scoped/shared/passwords'
+import { errorCatalog } from '@scoped/shared/errors'
+import { hashPassword, MAX_PASSWORD_LENGTH, needsRehash, PasswordHashBusy, verifyPassword } from '@scoped/shared/passwords'
 import { cookieOptions, SESSION_COOKIE, SIGN_IN_COOKIE } from './cookies.js'
-import { checkCsrf, formField } from './csrf.js'
+import { checkCsrf, FORM_BODY_LIMIT, formField } from './csrf.js'
 import { CSRF_REFUSED_MESSAGE, sendPage } from './error-page.js'
 import { html } from './html.js'
 import { csrfInput, page } from './layout.js'
+import type { ConsolePaths } from './paths.js'
+import { consoleRoutes } from './paths.js'
 import { createSession, deleteSession, findSession, isWellFormedToken, newToken } from './sessions.js'
-import { beginSignInAttempt, signInSucceeded } from './sign-in-throttle.js'
-import { csrfHook, sessionHook, sessionOf, SIGN_IN_PATH } from './authenticate.js'
+import { DEVICE_COOKIE, DEVICE_MAX_AGE_SECONDS, deviceCookieValue, newDeviceId, readDeviceCookie } from './device-cookie.js'
+import { SignInThrottle, signInSubjects } from './sign-in-throttle.js'
+import { csrfHook, sessionHook, sessionOf } from './authenticate.js'
 
 const EMAIL_MAX_LENGTH = 254
-const PASSWORD_MAX_LENGTH = 1024
-const FORM_BODY_LIMIT = 8 * 1024
 
 export const SIGN_IN_FAILED_MESSAGE = 'The email or password is incorrect.'
-export const SIGN_IN_THROTTLED_MESSAGE = 'Too many failed sign-in attempts. Wait 15 minutes and try again.'
+export const SIGN_IN_THROTTLED_MESSAGE = 'Too many failed sign-in attempts. Wait a few minutes and try again.'
+export const SIGN_IN_BUSY_MESSAGE = 'Too many sign-ins are being checked right now. Try again in a moment.'
 
 interface SignInView {
   csrfToken: string
@@ -33,13 +41,14 @@ interface SignInView {
   error?: string
 }
 
-function signInPage(view: SignInView): string {
+function signInPage(paths: ConsolePaths, view: SignInView): string {
   return page({
+    paths,
     title: 'Sign in',
     body: html`<h1>Sign in</h1>
 <p class="lede">Manage the API keys of your agency and its sub-accounts.</p>
 ${view.error !== undefined && html`<div class="alert" role="alert" id="sign-in-error"><p>${view.error}</p></div>`}
-<form method="post" action="${SIGN_IN_PATH}" class="panel" novalidate>
+<form method="post" action="${paths.signIn}" class="panel" novalidate>
   ${csrfInput(view.csrfToken)}
   <div class="field">
     <label for="email">Email</label>
@@ -49,7 +58,7 @@ ${view.error !== undefined && html`<div class="alert" role="alert" id="sign-in-e
   </div>
   <div class="field">
     <label for="password">Password</label>
-    <input type="password" id="password" name="password" autocomplete="current-password" required maxlength="${PASSWORD_MAX_LENGTH}"${
+    <input type="password" id="password" name="password" autocomplete="current-password" required maxlength="${MAX_PASSWORD_LENGTH}"${
       view.error !== undefined ? html` aria-invalid="true" aria-describedby="sign-in-error"` : ''
     }>
   </div>
@@ -59,75 +68,120 @@ ${view.error !== undefined && html`<div class="alert" role="alert" id="sign-in-e
 }
 
 /** The sign-in form's token: the one in the browser's cookie when it has a valid one, so two open tabs both work. */
-function signInToken(request: FastifyRequest, reply: FastifyReply): string {
+function signInToken(paths: ConsolePaths, request: FastifyRequest, reply: FastifyReply): string {
   const existing = request.cookies[SIGN_IN_COOKIE]
   if (isWellFormedToken(existing)) return existing
   const token = newToken()
-  reply.setCookie(SIGN_IN_COOKIE, token, cookieOptions())
+  reply.setCookie(SIGN_IN_COOKIE, token, cookieOptions(paths.home))
   return token
 }
 
 export interface SignInOptions {
   pool: Pool
   now: () => Date
+  paths: ConsolePaths
+  /** The MAC secret of the device cookie (CONSOLE_DEVICE_SECRET, or derived). */
+  deviceSecret: Buffer
+}
+
+let decoy: Promise<string> | undefined
+
+/** Checked against when the email is unknown, so both cases cost one scrypt at today's cost; made once per process, when first needed. */
+function decoyHash(): Promise<string> {
+  decoy ??= hashPassword(randomBytes(24).toString('base64'))
+  return decoy
 }
 
 export async function signInRoutes(app: FastifyInstance, options: SignInOptions): Promise<void> {
-  const { pool, now } = options
-  // Checked against when the email is unknown, so both cases cost one scrypt.
-  const decoyHash = hashPassword(randomBytes(24).toString('base64'))
-  decoyHash.catch(() => undefined)
+  const { pool, now, paths, deviceSecret } = options
+  const throttle = new SignInThrottle(pool)
 
-  app.get('/sign-in', async (request, reply) => {
-    if ((await findSession(pool, request.cookies[SESSION_COOKIE], now())) !== undefined) return reply.redirect('/console', 303)
-    return sendPage(reply, 200, signInPage({ csrfToken: signInToken(request, reply) }))
+  app.get(consoleRoutes.signIn, async (request, reply) => {
+    if ((await findSession(pool, request.cookies[SESSION_COOKIE], now())) !== undefined) return reply.redirect(paths.home, 303)
+    return sendPage(reply, 200, signInPage(paths, { csrfToken: signInToken(paths, request, reply) }))
   })
 
-  app.post('/sign-in', { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
+  app.post(consoleRoutes.signIn, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
     const rawEmail = formField(request, 'email') ?? ''
     const email = rawEmail.trim().toLowerCase().slice(0, EMAIL_MAX_LENGTH)
     const password = formField(request, 'password') ?? ''
-    const csrfToken = signInToken(request, reply)
+    const csrfToken = signInToken(paths, request, reply)
 
     const verdict = checkCsrf(request, request.cookies[SIGN_IN_COOKIE])
     if (verdict !== 'ok') {
       request.log.warn({ reason: verdict }, 'console: sign-in form refused')
-      return sendPage(reply, verdict === 'bad-content-type' ? 415 : 403, signInPage({ csrfToken, email, error: CSRF_REFUSED_MESSAGE }))
+      const status = verdict === 'bad-content-type' ? errorCatalog.unsupportedMediaType.status : 403
+      return sendPage(reply, status, signInPage(paths, { csrfToken, email, error: CSRF_REFUSED_MESSAGE }))
     }
 
-    const attempt = await beginSignInAttempt(pool, email, request.ip, now())
+    // A browser that signed in as this account before is judged on its own record, not on failures from elsewhere.
+    const device = readDeviceCookie(deviceSecret, request.cookies[DEVICE_COOKIE], email, now())
+    const attempt = await throttle.begin(signInSubjects(email, request.ip, device), now())
     if (!attempt.allowed) {
-      request.log.warn('console: sign-in throttled')
-      return sendPage(reply.header('retry-after', '900'), 429, signInPage({ csrfToken, email, error: SIGN_IN_THROTTLED_MESSAGE }))
+      request.log.warn({ decidedBy: attempt.decidedBy, knownDevice: device !== undefined }, 'console: sign-in throttled')
+      return sendPage(
+        reply.header('retry-after', String(attempt.retryAfterSeconds)),
+        429,
+        signInPage(paths, { csrfToken, email, error: SIGN_IN_THROTTLED_MESSAGE }),
+      )
     }
 
-    const { rows } = await pool.query<{ id: string; password_hash: string }>(`SELECT id, password_hash FROM users WHERE email = $1`, [email])
-    const user = rows[0]
-    const passwordOk = password.length > 0 && password.length <= PASSWORD_MAX_LENGTH && (await verifyPassword(password, user?.password_hash ?? (await decoyHash)))
+    let user: { id: string; password_hash: string } | undefined
+    let passwordOk: boolean
+    try {
+      const { rows } = await pool.query<{ id: string; password_hash: string }>(`SELECT id, password_hash FROM users WHERE email = $1`, [email])
+      user = rows[0]
+      passwordOk = password.length > 0 && password.length <= MAX_PASSWORD_LENGTH && (await verifyPassword(password, user?.password_hash ?? (await decoyHash())))
+    } catch (error) {
+      throttle.abandoned(attempt)
+      if (!(error instanceof PasswordHashBusy)) throw error
+      request.log.warn('console: sign-in refused, password checks busy')
+      return sendPage(reply.header('retry-after', '5'), 503, signInPage(paths, { csrfToken, email, error: SIGN_IN_BUSY_MESSAGE }))
+    }
     if (user === undefined || !passwordOk) {
-      request.log.info('console: sign-in failed')
-      return sendPage(reply, 401, signInPage({ csrfToken, email, error: SIGN_IN_FAILED_MESSAGE }))
+      await throttle.failed(attempt)
+      request.log.info({ knownDevice: device !== undefined }, 'console: sign-in failed')
+      return sendPage(reply, 401, signInPage(paths, { csrfToken, email, error: SIGN_IN_FAILED_MESSAGE }))
     }
 
-    await signInSucceeded(pool, attempt)
+    await throttle.succeeded(attempt)
+    if (needsRehash(user.password_hash)) await rehash(request, pool, user, password)
     await deleteSession(pool, request.cookies[SESSION_COOKIE])
     const { token } = await createSession(pool, user.id, now())
     request.log.info({ userId: user.id }, 'console: signed in')
-    reply.setCookie(SESSION_COOKIE, token, cookieOptions())
-    reply.clearCookie(SIGN_IN_COOKIE, cookieOptions())
-    return reply.redirect('/console', 303)
+    reply.setCookie(SESSION_COOKIE, token, cookieOptions(paths.home))
+    reply.clearCookie(SIGN_IN_COOKIE, cookieOptions(paths.home))
+    // This browser is now a known device of the user (the same device id when it already was one).
+    const known = { userId: user.id, deviceId: device?.userId === user.id ? device.deviceId : newDeviceId() }
+    reply.setCookie(DEVICE_COOKIE, deviceCookieValue(deviceSecret, known, email, now()), cookieOptions(paths.home, DEVICE_MAX_AGE_SECONDS))
+    return reply.redirect(paths.home, 303)
   })
 
   // Signing out needs a live session and its CSRF token, like every other change.
   await app.register(async (signedIn) => {
-    signedIn.addHook('onRequest', sessionHook(pool, now))
-    signedIn.addHook('preHandler', csrfHook)
-    signedIn.post('/sign-out', { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
+    signedIn.addHook('onRequest', sessionHook(pool, now, paths))
+    signedIn.addHook('preHandler', csrfHook(paths))
+    signedIn.post(consoleRoutes.signOut, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
       const session = sessionOf(request)
       await deleteSession(pool, request.cookies[SESSION_COOKIE])
       request.log.info({ userId: session.userId }, 'console: signed out')
-      reply.clearCookie(SESSION_COOKIE, cookieOptions())
-      return reply.redirect(SIGN_IN_PATH, 303)
+      reply.clearCookie(SESSION_COOKIE, cookieOptions(paths.home))
+      return reply.redirect(paths.signIn, 303)
     })
   })
+}
+
+/**
+ * Replaces a hash made at an older, weaker cost with one at today's, now that
+ * the password is known. Only if it is still the hash that was checked (a
+ * password changed meanwhile wins); a failure here never fails the sign-in.
+ */
+async function rehash(request: FastifyRequest, pool: Pool, user: { id: string; password_hash: string }, password: string): Promise<void> {
+  try {
+    const stronger = await hashPassword(password)
+    await pool.query(`UPDATE users SET password_hash = $2 WHERE id = $1 AND password_hash = $3`, [user.id, stronger, user.password_hash])
+    request.log.info({ userId: user.id }, 'console: password hash upgraded to the current cost')
+  } catch (error) {
+    request.log.warn({ err: error, userId: user.id }, 'console: could not upgrade a password hash')
+  }
 }

@@ -1,23 +1,48 @@
 /**
- * The key lifecycle (spec §3): create, list, revoke, delete.
+ * The key lifecycle (spec §3, and past it): create (with an optional expiry
+ * and client-address allowlist), list, roll with a grace period, change the
+ * allowlist, revoke, delete. The CLI, the console and the API all go through
+ * here, so the rules, the limit, the messages and the immediate effect are
+ * the same whichever of them is used.
  *
- * - At most 25 active keys per agency (agency-scope keys) and per sub-account,
+ * - At most 25 keys per agency (agency-scope keys) and per sub-account count
+ *   toward the limit: active ones that were not rolled (key-status.ts),
  *   counted under a row lock on the owning tenant, so concurrent creations
- *   cannot overshoot.
- * - The plaintext is returned by `create` once and kept nowhere.
- * - Revoke and delete commit first, then invalidate every gateway replica's
- *   cache before returning (see @scoped/shared/key-invalidation).
+ *   cannot overshoot. A roll never fails on the limit: the old key stops
+ *   counting as the new one starts.
+ * - The plaintext is returned by `create` and `roll` once and kept nowhere.
+ * - Every change commits first, whatever Redis is doing, with its audit event
+ *   in the same transaction. Revoke, delete, roll (the old key's expiry is
+ *   brought forward) and an allowlist change then tell every gateway replica
+ *   and wait for each to confirm (see @scoped/shared/key-invalidation). When
+ *   that cannot be confirmed within its deadline they throw
+ *   InvalidationNotConfirmed (a 503 that says the change was saved and what
+ *   was not confirmed); the key is refused everywhere within the stated
+ *   bound all the same.
  */
 import type { Pool, PoolClient } from '@scoped/shared/db'
 import { inTransaction } from '@scoped/shared/db'
 import { ApiError } from '@scoped/shared/errors'
+import { canonicalCidrs, normalizeAddress, requireCidrList } from '@scoped/shared/ip-address'
 import { generateKey, hashKey, keyHint } from '@scoped/shared/keys'
 import type { Scope } from '@scoped/shared/scope'
-import type { InvalidationReport, KeyInvalidation, KeyInvalidator } from '@scoped/shared/key-invalidation'
-import { requireName, requireUuid } from '../validation.js'
+import type { InvalidationReport, KeyInvalidator } from '@scoped/shared/key-invalidation'
+import { InvalidationNotConfirmed } from '@scoped/shared/key-invalidation'
+import type { KeyInvalidation } from '@scoped/shared/key-state'
+import { currentTransactionId } from '@scoped/shared/key-store'
+import type { ListQuery, Page } from '@scoped/shared/pagination'
+import { listPage } from '@scoped/shared/pagination'
+import { requireName, requireUuid } from '@scoped/shared/validation'
+import type { ActorInput } from '../audit/actor.js'
+import { actorText, toActor } from '../audit/actor.js'
+import type { AuditEventType } from '../audit/audit-log.js'
+import { recordAuditEvent } from '../audit/audit-log.js'
+import type { KeyStatus } from './key-status.js'
+import { COUNTED_KEY_SQL, countsTowardLimit, keyStatus, MAX_GRACE_SECONDS } from './key-status.js'
 
 export const ACTIVE_KEY_LIMIT = 25
 export const KEY_NAME_MAX_LENGTH = 100
+export { MAX_GRACE_SECONDS }
 
 /** The tenant that owns a key: an agency (AGENCY scope) or a sub-account (SUB-ACCOUNT scope). */
 export type KeyOwner = { scope: 'AGENCY'; agencyId: string } | { scope: 'SUB-ACCOUNT'; subAccountId: string }
@@ -31,17 +56,74 @@ export interface CreatedKey {
   agencyId: string
   subAccountId: string | null
   createdAt: string
+  expiresAt: string | null
+  allowedCidrs: string[]
+  /** The key this one replaced (a roll), or null. */
+  replaces: string | null
+}
+
+/** A rolled key: the new key, and the old one as it is now (active until the end of its grace period). */
+export interface RolledKey extends CreatedKey {
+  replaces: string
+  old: KeySummary
+  /**
+   * Set when not every gateway replica confirmed dropping what it cached
+   * about the old key: what the message of a revoke would say. The roll
+   * itself committed, and the new key's plaintext must still be shown.
+   */
+  unconfirmed?: string
 }
 
 export interface KeySummary {
   id: string
   name: string
   scope: Scope
-  status: 'active' | 'revoked'
+  status: KeyStatus
   hint: string
   createdAt: string
   lastUsedAt: string | null
+  /** The client address of the last use, or null. */
+  lastUsedIp: string | null
   revokedAt: string | null
+  /** When the key stops working (its expiry, or the end of a roll's grace period), or null. */
+  expiresAt: string | null
+  /** The key that replaced this one, or null. */
+  replacedBy: string | null
+  /** The key this one replaced, or null. */
+  replaces: string | null
+  /** Client addresses the key may be used from; empty: any. */
+  allowedCidrs: string[]
+  /** Whether it takes one of the tenant's 25 places. */
+  countsTowardLimit: boolean
+}
+
+/** A key in the API's shape (never a plaintext or a hash). */
+export interface KeyItem {
+  id: string
+  name: string
+  scope: Scope
+  status: KeyStatus
+  createdAt: string
+  lastUsedAt: string | null
+  lastUsedIp: string | null
+  revokedAt: string | null
+  expiresAt: string | null
+  replacedBy: string | null
+  allowedCidrs: string[]
+}
+
+export function keyItem(key: KeySummary): KeyItem {
+  const { id, name, scope, status, createdAt, lastUsedAt, lastUsedIp, revokedAt, expiresAt, replacedBy, allowedCidrs } = key
+  return { id, name, scope, status, createdAt, lastUsedAt, lastUsedIp, revokedAt, expiresAt, replacedBy, allowedCidrs }
+}
+
+export interface NewKeyOptions {
+  /** When the key stops working; must be in the future. Undefined or null: never. */
+  expiresAt?: Date | null
+  /** CIDR blocks (or addresses) the key may be used from; undefined or empty: any address. */
+  allowedCidrs?: unknown
+  /** How the caller's input names these, for messages (`body.expiresAt`, `--allow-cidr`). */
+  fields?: { expiresAt?: string; allowedCidrs?: string }
 }
 
 interface KeyRow {
@@ -54,28 +136,51 @@ interface KeyRow {
   key_hash: string
   created_at: Date
   last_used_at: Date | null
+  last_used_ip: string | null
   revoked_at: Date | null
+  expires_at: Date | null
+  replaces: string | null
+  replaced_by: string | null
+  allowed_cidrs: string[]
 }
+
+/** What every read of a key selects (allowlists as text: node-postgres does not read cidr[]). */
+const KEY_COLUMNS = `id, name, scope, hint, agency_id, sub_account_id, key_hash, created_at, last_used_at, host(last_used_ip) AS last_used_ip,
+  revoked_at, expires_at, replaces, replaced_by, allowed_cidrs::text[] AS allowed_cidrs`
 
 export interface LifecycleResult {
   id: string
   invalidation: InvalidationReport
 }
 
+/** Keys ended inside a caller's transaction, to pass to `invalidate` once that transaction has committed. */
+export interface PendingInvalidation {
+  keys: KeyInvalidation[]
+  /** The transaction that ended them. */
+  xid: string
+}
+
 function iso(date: Date | null): string | null {
   return date === null ? null : date.toISOString()
 }
 
-function summary(row: KeyRow): KeySummary {
+function summary(row: KeyRow, nowMs: number): KeySummary {
+  const lifecycle = { revokedAt: row.revoked_at, expiresAt: row.expires_at, replacedBy: row.replaced_by }
   return {
     id: row.id,
     name: row.name,
     scope: row.scope,
-    status: row.revoked_at === null ? 'active' : 'revoked',
+    status: keyStatus(lifecycle, nowMs),
     hint: row.hint,
     createdAt: row.created_at.toISOString(),
     lastUsedAt: iso(row.last_used_at),
+    lastUsedIp: row.last_used_ip === null ? null : (normalizeAddress(row.last_used_ip) ?? row.last_used_ip),
     revokedAt: iso(row.revoked_at),
+    expiresAt: iso(row.expires_at),
+    replacedBy: row.replaced_by,
+    replaces: row.replaces,
+    allowedCidrs: canonicalCidrs(row.allowed_cidrs),
+    countsTowardLimit: countsTowardLimit(lifecycle, nowMs),
   }
 }
 
@@ -88,42 +193,69 @@ function ownerId(owner: KeyOwner): string {
   return owner.scope === 'AGENCY' ? owner.agencyId : owner.subAccountId
 }
 
+function ownerOfRow(row: KeyRow): KeyOwner {
+  return row.scope === 'AGENCY' ? { scope: 'AGENCY', agencyId: row.agency_id } : { scope: 'SUB-ACCOUNT', subAccountId: row.sub_account_id! }
+}
+
 function checkOwner(owner: KeyOwner): void {
   if (owner.scope === 'AGENCY') requireUuid(owner.agencyId, 'agency id')
   else requireUuid(owner.subAccountId, 'sub-account id')
 }
 
+/** A roll's grace period in whole seconds, 0 to 30 days; anything else is a 400. */
+export function requireGraceSeconds(value: unknown, field = 'graceSeconds'): number {
+  if (value === undefined || value === null) return 0
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_GRACE_SECONDS) {
+    throw new ApiError('badRequest', `${field} must be a whole number of seconds from 0 to ${MAX_GRACE_SECONDS} (30 days)`)
+  }
+  return value
+}
+
 export class KeyService {
+  private readonly clock: () => number
+
   constructor(
     private readonly pool: Pool,
     private readonly invalidator: KeyInvalidator,
-  ) {}
+    options: { now?: () => number } = {},
+  ) {
+    this.clock = options.now ?? (() => Date.now())
+  }
 
-  async create(owner: KeyOwner, name: unknown, actor: string): Promise<CreatedKey> {
+  /** This service's clock (epoch ms): the one key statuses and expiries are judged by. */
+  now(): number {
+    return this.clock()
+  }
+
+  async create(owner: KeyOwner, name: unknown, actor: ActorInput, options: NewKeyOptions = {}): Promise<CreatedKey> {
     checkOwner(owner)
     const keyName = requireName(name, 'name', KEY_NAME_MAX_LENGTH)
+    const expiresAt = options.expiresAt ?? null
+    if (expiresAt !== null && !(expiresAt.getTime() > this.clock()))
+      throw new ApiError('badRequest', `${options.fields?.expiresAt ?? 'expiresAt'} must be in the future`)
+    const allowedCidrs =
+      options.allowedCidrs === undefined || options.allowedCidrs === null
+        ? []
+        : requireCidrList(options.allowedCidrs, options.fields?.allowedCidrs ?? 'allowedCidrs')
+    const who = toActor(actor)
     return inTransaction(this.pool, async (client) => {
       const agencyId = await this.lockOwner(client, owner)
       const { rows } = await client.query<{ active: number }>(
-        `SELECT count(*)::int AS active FROM api_keys WHERE ${ownerCondition(owner, 1)} AND revoked_at IS NULL`,
+        `SELECT count(*)::int AS active FROM api_keys WHERE ${ownerCondition(owner, 1)} AND ${COUNTED_KEY_SQL}`,
         [ownerId(owner)],
       )
       if ((rows[0]?.active ?? 0) >= ACTIVE_KEY_LIMIT) throw new ApiError('keyLimitReached')
 
       const key = generateKey()
       const subAccountId = owner.scope === 'SUB-ACCOUNT' ? owner.subAccountId : null
-      const inserted = await client.query<{ id: string; created_at: Date }>(
-        `INSERT INTO api_keys (scope, agency_id, sub_account_id, name, key_hash, hint, created_by)
-         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, created_at`,
-        [owner.scope, agencyId, subAccountId, keyName, hashKey(key), keyHint(key), actor],
+      const inserted = await client.query<KeyRow>(
+        `INSERT INTO api_keys (scope, agency_id, sub_account_id, name, key_hash, hint, created_by, expires_at, allowed_cidrs)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::cidr[]) RETURNING ${KEY_COLUMNS}`,
+        [owner.scope, agencyId, subAccountId, keyName, hashKey(key), keyHint(key), actorText(who), expiresAt, allowedCidrs],
       )
       const row = inserted.rows[0]!
-      await client.query(
-        `INSERT INTO api_key_events (key_id, event, actor, scope, agency_id, sub_account_id, key_name)
-         VALUES ($1, 'created', $2, $3, $4, $5, $6)`,
-        [row.id, actor, owner.scope, agencyId, subAccountId, keyName],
-      )
-      return { id: row.id, name: keyName, scope: owner.scope, key, agencyId, subAccountId, createdAt: row.created_at.toISOString() }
+      await this.recordEvent(client, row, 'key.created', who)
+      return created(row, key)
     })
   }
 
@@ -131,41 +263,136 @@ export class KeyService {
   async list(owner: KeyOwner): Promise<KeySummary[]> {
     checkOwner(owner)
     await this.requireOwner(this.pool, owner)
-    const { rows } = await this.pool.query<KeyRow>(
-      `SELECT * FROM api_keys WHERE ${ownerCondition(owner, 1)} ORDER BY created_at DESC, id DESC`,
-      [ownerId(owner)],
-    )
-    return rows.map(summary)
+    const { rows } = await this.pool.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE ${ownerCondition(owner, 1)} ORDER BY created_at DESC, id DESC`, [
+      ownerId(owner),
+    ])
+    const now = this.clock()
+    return rows.map((row) => summary(row, now))
+  }
+
+  /** One page of a sub-account's keys, in the API's list order (oldest first) and shape. */
+  async listPage(subAccountId: string, query: ListQuery): Promise<Page<KeyItem>> {
+    const now = this.clock()
+    return listPage(this.pool, {
+      table: 'api_keys',
+      columns: KEY_COLUMNS,
+      where: ['sub_account_id = $1'],
+      values: [subAccountId],
+      query,
+      toItem: (row: KeyRow) => keyItem(summary(row, now)),
+    })
   }
 
   /** One key, if it exists and (when `owner` is given) belongs to that owner. */
   async find(id: string, owner?: KeyOwner): Promise<KeySummary | undefined> {
     const row = await this.findRow(this.pool, id, owner)
-    return row && summary(row)
+    return row && summary(row, this.clock())
   }
 
-  async revoke(id: string, actor: string, owner?: KeyOwner): Promise<LifecycleResult> {
-    const row = await inTransaction(this.pool, async (client) => {
+  async revoke(id: string, actor: ActorInput, owner?: KeyOwner): Promise<LifecycleResult> {
+    const who = toActor(actor)
+    const { row, xid } = await inTransaction(this.pool, async (client) => {
       const found = await this.findRow(client, id, owner, true)
       if (found === undefined) throw new ApiError('keyNotFound')
       if (found.revoked_at === null) {
-        await client.query(`UPDATE api_keys SET revoked_at = now(), revoked_by = $2 WHERE id = $1`, [id, actor])
-        await this.recordEvent(client, found, 'revoked', actor)
+        await client.query(`UPDATE api_keys SET revoked_at = now(), revoked_by = $2 WHERE id = $1`, [id, actorText(who)])
+        await this.recordEvent(client, found, 'key.revoked', who)
       }
-      return found
+      return { row: found, xid: await currentTransactionId(client) }
     })
-    return { id: row.id, invalidation: await this.invalidator.invalidate([{ hash: row.key_hash, state: 'revoked' }]) }
+    const invalidation = await this.invalidate({ keys: [{ hash: row.key_hash, state: 'revoked' }], xid }, 'The key was revoked')
+    return { id: row.id, invalidation }
   }
 
-  async delete(id: string, actor: string, owner?: KeyOwner): Promise<LifecycleResult> {
-    const row = await inTransaction(this.pool, async (client) => {
+  async delete(id: string, actor: ActorInput, owner?: KeyOwner): Promise<LifecycleResult> {
+    const who = toActor(actor)
+    const { row, xid } = await inTransaction(this.pool, async (client) => {
       const found = await this.findRow(client, id, owner, true)
       if (found === undefined) throw new ApiError('keyNotFound')
       await client.query(`DELETE FROM api_keys WHERE id = $1`, [id])
-      await this.recordEvent(client, found, 'deleted', actor)
-      return found
+      await this.recordEvent(client, found, 'key.deleted', who)
+      return { row: found, xid: await currentTransactionId(client) }
     })
-    return { id: row.id, invalidation: await this.invalidator.invalidate([{ hash: row.key_hash, state: 'deleted' }]) }
+    const invalidation = await this.invalidate({ keys: [{ hash: row.key_hash, state: 'deleted' }], xid }, 'The key was deleted')
+    return { id: row.id, invalidation }
+  }
+
+  /**
+   * Rolls a key: a new key with the same name, scope, tenant and allowlist,
+   * which records the key it replaced; the old key keeps working for
+   * `graceSeconds` (0, the default: not at all), then is refused like an
+   * expired key, on every replica at that instant. Its expiry is only ever
+   * brought forward. While in its grace period the old key does not count
+   * toward the limit and cannot be rolled again; a revoked or expired key
+   * cannot be rolled. Returns once every gateway replica has dropped what it
+   * cached about the old key; when that cannot be confirmed it still returns
+   * the new key (its plaintext exists nowhere else), with `unconfirmed` saying
+   * so, and every replica refuses the old key within the stated bound of its
+   * new expiry all the same.
+   */
+  async roll(id: string, actor: ActorInput, owner?: KeyOwner, options: { graceSeconds?: unknown } = {}): Promise<RolledKey> {
+    const graceSeconds = requireGraceSeconds(options.graceSeconds)
+    const who = toActor(actor)
+    const { result, hash, xid } = await inTransaction(this.pool, async (client) => {
+      const seen = await this.findRow(client, id, owner)
+      if (seen === undefined) throw new ApiError('keyNotFound')
+      // The tenant first, then the key: the order sub-account deletion locks in.
+      await this.lockOwner(client, ownerOfRow(seen))
+      const old = await this.findRow(client, id, owner, true)
+      if (old === undefined) throw new ApiError('keyNotFound')
+      if (old.revoked_at !== null) throw new ApiError('badRequest', 'A revoked key cannot be rolled')
+      if (old.replaced_by !== null) throw new ApiError('badRequest', 'This key was already rolled; roll the key that replaced it instead')
+      if (old.expires_at !== null && old.expires_at.getTime() <= this.clock()) throw new ApiError('badRequest', 'An expired key cannot be rolled')
+
+      const key = generateKey()
+      const inserted = await client.query<KeyRow>(
+        `INSERT INTO api_keys (scope, agency_id, sub_account_id, name, key_hash, hint, created_by, allowed_cidrs, replaces)
+         SELECT scope, agency_id, sub_account_id, name, $2, $3, $4, allowed_cidrs, id FROM api_keys WHERE id = $1
+         RETURNING ${KEY_COLUMNS}`,
+        [old.id, hashKey(key), keyHint(key), actorText(who)],
+      )
+      const fresh = inserted.rows[0]!
+      const updated = await client.query<KeyRow>(
+        `UPDATE api_keys SET replaced_by = $2,
+                expires_at = LEAST(COALESCE(expires_at, 'infinity'::timestamptz), now() + $3 * interval '1 second')
+          WHERE id = $1 RETURNING ${KEY_COLUMNS}`,
+        [old.id, fresh.id, graceSeconds],
+      )
+      await this.recordEvent(client, fresh, 'key.created', who)
+      await this.recordEvent(client, old, 'key.rolled', who)
+      const rolled: RolledKey = { ...created(fresh, key), replaces: old.id, old: summary(updated.rows[0]!, this.clock()) }
+      return { result: rolled, hash: old.key_hash, xid: await currentTransactionId(client) }
+    })
+    try {
+      await this.invalidate({ keys: [{ hash, state: 'changed' }], xid }, 'The key was rolled')
+    } catch (error) {
+      if (!(error instanceof InvalidationNotConfirmed)) throw error
+      result.unconfirmed = error.message
+    }
+    return result
+  }
+
+  /**
+   * Replaces a key's allowlist (empty: any address). Refused for a revoked or
+   * expired key. Returns once every gateway replica has dropped what it
+   * cached about the key, so the next request is judged by the new list.
+   */
+  async updateAllowedCidrs(id: string, actor: ActorInput, allowedCidrs: unknown, owner?: KeyOwner, field = 'allowedCidrs'): Promise<KeySummary> {
+    const cidrs = requireCidrList(allowedCidrs, field)
+    const who = toActor(actor)
+    const { row, changed, xid } = await inTransaction(this.pool, async (client) => {
+      const found = await this.findRow(client, id, owner, true)
+      if (found === undefined) throw new ApiError('keyNotFound')
+      const status = keyStatus({ revokedAt: found.revoked_at, expiresAt: found.expires_at }, this.clock())
+      if (status !== 'active') throw new ApiError('badRequest', `The addresses of ${status === 'revoked' ? 'a revoked' : 'an expired'} key cannot be changed`)
+      const { rows } = await client.query<KeyRow>(`UPDATE api_keys SET allowed_cidrs = $2::cidr[] WHERE id = $1 RETURNING ${KEY_COLUMNS}`, [id, cidrs])
+      const updated = rows[0]!
+      const isChange = canonicalCidrs(found.allowed_cidrs).join(',') !== canonicalCidrs(updated.allowed_cidrs).join(',')
+      if (isChange) await this.recordEvent(client, updated, 'key.updated', who)
+      return { row: updated, changed: isChange, xid: await currentTransactionId(client) }
+    })
+    if (changed) await this.invalidate({ keys: [{ hash: row.key_hash, state: 'changed' }], xid }, 'The key’s addresses were changed')
+    return summary(row, this.clock())
   }
 
   /**
@@ -173,14 +400,22 @@ export class KeyService {
    * one that deletes the sub-account). The caller must pass the returned
    * invalidations to `invalidate` once that transaction has committed.
    */
-  async deleteAllOfSubAccount(client: PoolClient, subAccountId: string, actor: string): Promise<KeyInvalidation[]> {
-    const { rows } = await client.query<KeyRow>(`DELETE FROM api_keys WHERE sub_account_id = $1 RETURNING *`, [subAccountId])
-    for (const row of rows) await this.recordEvent(client, row, 'deleted', actor)
-    return rows.map((row) => ({ hash: row.key_hash, state: 'deleted' as const }))
+  async deleteAllOfSubAccount(client: PoolClient, subAccountId: string, actor: ActorInput): Promise<PendingInvalidation> {
+    const who = toActor(actor)
+    const { rows } = await client.query<KeyRow>(`DELETE FROM api_keys WHERE sub_account_id = $1 RETURNING ${KEY_COLUMNS}`, [subAccountId])
+    for (const row of rows) await this.recordEvent(client, row, 'key.deleted', who)
+    return { keys: rows.map((row) => ({ hash: row.key_hash, state: 'deleted' as const })), xid: await currentTransactionId(client) }
   }
 
-  invalidate(keys: readonly KeyInvalidation[]): Promise<InvalidationReport> {
-    return this.invalidator.invalidate(keys)
+  /**
+   * Tells every gateway replica, once the transaction `pending.xid` has
+   * committed, and waits for each to confirm; throws InvalidationNotConfirmed
+   * (saying `what` happened and what was not confirmed) when that fails.
+   */
+  async invalidate(pending: PendingInvalidation, what: string): Promise<InvalidationReport> {
+    const report = await this.invalidator.invalidate(pending.keys, pending.xid)
+    if (!report.confirmed) throw new InvalidationNotConfirmed(report, what)
+    return report
   }
 
   private async findRow(db: Pool | PoolClient, id: string, owner?: KeyOwner, forUpdate = false): Promise<KeyRow | undefined> {
@@ -189,17 +424,21 @@ export class KeyService {
     const lock = forUpdate ? ' FOR UPDATE' : ''
     const { rows } =
       owner === undefined
-        ? await db.query<KeyRow>(`SELECT * FROM api_keys WHERE id = $1${lock}`, [id])
-        : await db.query<KeyRow>(`SELECT * FROM api_keys WHERE id = $1 AND ${ownerCondition(owner, 2)}${lock}`, [id, ownerId(owner)])
+        ? await db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE id = $1${lock}`, [id])
+        : await db.query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE id = $1 AND ${ownerCondition(owner, 2)}${lock}`, [id, ownerId(owner)])
     return rows[0]
   }
 
-  private async recordEvent(client: PoolClient, row: KeyRow, event: 'revoked' | 'deleted', actor: string): Promise<void> {
-    await client.query(
-      `INSERT INTO api_key_events (key_id, event, actor, scope, agency_id, sub_account_id, key_name)
-       VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-      [row.id, event, actor, row.scope, row.agency_id, row.sub_account_id, row.name],
-    )
+  private async recordEvent(client: PoolClient, row: KeyRow, type: AuditEventType, actor: ReturnType<typeof toActor>): Promise<void> {
+    await recordAuditEvent(client, {
+      type,
+      actor,
+      agencyId: row.agency_id,
+      subAccountId: row.sub_account_id,
+      keyId: row.id,
+      keyName: row.name,
+      scope: row.scope,
+    })
   }
 
   /** Locks the owning tenant's row for the count-then-insert; answers the agency id. */
@@ -220,5 +459,20 @@ export class KeyService {
         ? await db.query(`SELECT 1 FROM agencies WHERE id = $1`, [owner.agencyId])
         : await db.query(`SELECT 1 FROM sub_accounts WHERE id = $1`, [owner.subAccountId])
     if (rows.length === 0) throw new ApiError(owner.scope === 'AGENCY' ? 'agencyNotFound' : 'subAccountNotFound')
+  }
+}
+
+function created(row: KeyRow, key: string): CreatedKey {
+  return {
+    id: row.id,
+    name: row.name,
+    scope: row.scope,
+    key,
+    agencyId: row.agency_id,
+    subAccountId: row.sub_account_id,
+    createdAt: row.created_at.toISOString(),
+    expiresAt: iso(row.expires_at),
+    allowedCidrs: canonicalCidrs(row.allowed_cidrs),
+    replaces: row.replaces,
   }
 }

@@ -5,10 +5,12 @@
 import type { Pool } from '@scoped/shared/db'
 import { inTransaction, pgErrorCode, pgErrorCodes } from '@scoped/shared/db'
 import { ApiError } from '@scoped/shared/errors'
-import type { KeyInvalidation } from '@scoped/shared/key-invalidation'
 import type { ListQuery, Page } from '@scoped/shared/pagination'
-import { afterPositionSql, decodeCursor, POSITION_SQL, toPage } from '@scoped/shared/pagination'
-import type { KeyService } from '../keys/key-service.js'
+import { listTenantPage } from '@scoped/shared/pagination'
+import type { ActorInput } from '../audit/actor.js'
+import { toActor } from '../audit/actor.js'
+import { recordAuditEvent } from '../audit/audit-log.js'
+import type { KeyService, PendingInvalidation } from '../keys/key-service.js'
 
 interface SubAccountRow {
   id: string
@@ -37,20 +39,7 @@ export class SubAccountStore {
   ) {}
 
   async list(agencyId: string, query: ListQuery): Promise<Page<SubAccount>> {
-    const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor)
-    const values: unknown[] = [agencyId, query.limit + 1]
-    let condition = ''
-    if (after !== undefined) {
-      values.push(after.micros, after.id)
-      condition = ` AND ${afterPositionSql(3, 4)}`
-    }
-    const { rows } = await this.pool.query<SubAccountRow & { position: string }>(
-      `SELECT *, ${POSITION_SQL} AS position FROM sub_accounts
-        WHERE agency_id = $1${condition}
-        ORDER BY created_at, id LIMIT $2`,
-      values,
-    )
-    return toPage(rows, query.limit, toItem)
+    return listTenantPage(this.pool, { table: 'sub_accounts', tenantColumn: 'agency_id', tenantId: agencyId, query, toItem })
   }
 
   async find(agencyId: string, id: string): Promise<SubAccount | undefined> {
@@ -58,10 +47,14 @@ export class SubAccountStore {
     return rows[0] && toItem(rows[0])
   }
 
-  async create(agencyId: string, name: string): Promise<SubAccount> {
+  async create(agencyId: string, name: string, actor: ActorInput): Promise<SubAccount> {
     try {
-      const { rows } = await this.pool.query<SubAccountRow>(`INSERT INTO sub_accounts (agency_id, name) VALUES ($1, $2) RETURNING *`, [agencyId, name])
-      return toItem(rows[0]!)
+      return await inTransaction(this.pool, async (client) => {
+        const { rows } = await client.query<SubAccountRow>(`INSERT INTO sub_accounts (agency_id, name) VALUES ($1, $2) RETURNING *`, [agencyId, name])
+        const row = rows[0]!
+        await recordAuditEvent(client, { type: 'sub-account.created', actor: toActor(actor), agencyId, subAccountId: row.id })
+        return toItem(row)
+      })
     } catch (error) {
       if (pgErrorCode(error) === pgErrorCodes.foreignKeyViolation) throw new ApiError('agencyNotFound')
       throw error
@@ -79,18 +72,25 @@ export class SubAccountStore {
   /**
    * Deletes a sub-account with its keys and resources in one transaction:
    * its keys through the key service (so each leaves a tombstone and an
-   * audit event), then the row, whose deletion cascades to the agents,
+   * audit event), then the row (and its own audit event), whose deletion cascades to the agents,
    * contacts and calls. Answers the keys whose gateway caches must be
    * invalidated once committed, or undefined when the agency has no such sub-account.
    */
-  async delete(agencyId: string, id: string, actor: string): Promise<KeyInvalidation[] | undefined> {
+  async delete(agencyId: string, id: string, actor: ActorInput): Promise<PendingInvalidation | undefined> {
     return inTransaction(this.pool, async (client) => {
       // The row lock also waits for (and then stops) a key being created for this sub-account.
       const { rows } = await client.query(`SELECT id FROM sub_accounts WHERE agency_id = $1 AND id = $2 FOR UPDATE`, [agencyId, id])
       if (rows.length === 0) return undefined
-      const invalidations = await this.keys.deleteAllOfSubAccount(client, id, actor)
+      const pending = await this.keys.deleteAllOfSubAccount(client, id, actor)
       await client.query(`DELETE FROM sub_accounts WHERE id = $1`, [id])
-      return invalidations
+      await recordAuditEvent(client, { type: 'sub-account.deleted', actor: toActor(actor), agencyId, subAccountId: id })
+      return pending
     })
+  }
+
+  /** Whether the agency has this sub-account (the check every nested route makes first). */
+  async exists(agencyId: string, id: string): Promise<boolean> {
+    const { rowCount } = await this.pool.query(`SELECT 1 FROM sub_accounts WHERE agency_id = $1 AND id = $2`, [agencyId, id])
+    return rowCount === 1
   }
 }

@@ -3,10 +3,9 @@
  * status. A reference to an agent or contact the sub-account does not have
  * (absent, or another tenant's) is a 400 naming the field, the same in both cases.
  */
-import { isUuid } from '@scoped/shared/db'
-import { ApiError } from '@scoped/shared/errors'
+import { idSchema, timestampSchema } from '@scoped/shared/api-document'
+import { requireUuid } from '@scoped/shared/validation'
 import type { Columns, ResourceDefinition, ResourceRow } from './resource-store.js'
-import { iso } from './fields.js'
 
 export const callStatuses = ['queued', 'in-progress', 'completed', 'failed'] as const
 export type CallStatus = (typeof callStatuses)[number]
@@ -33,11 +32,6 @@ const properties = {
   status: { type: 'string', enum: callStatuses },
 }
 
-function requireId(value: unknown, field: string): string {
-  if (!isUuid(value)) throw new ApiError('badRequest', `${field} must be a UUID`)
-  return value
-}
-
 export const calls: ResourceDefinition<CallRow, Call> = {
   path: '/calls',
   table: 'calls',
@@ -45,11 +39,17 @@ export const calls: ResourceDefinition<CallRow, Call> = {
   schemas: {
     create: { type: 'object', properties, required: ['agentId', 'contactId'], additionalProperties: false },
     update: { type: 'object', properties, additionalProperties: false },
+    item: {
+      type: 'object',
+      properties: { id: idSchema, agentId: idSchema, contactId: idSchema, status: properties.status, createdAt: timestampSchema, updatedAt: timestampSchema },
+      required: ['id', 'agentId', 'contactId', 'status', 'createdAt', 'updatedAt'],
+      additionalProperties: false,
+    },
   },
   columns: (body) => {
     const columns: Columns = {}
-    if (body['agentId'] !== undefined) columns['agent_id'] = requireId(body['agentId'], 'body.agentId')
-    if (body['contactId'] !== undefined) columns['contact_id'] = requireId(body['contactId'], 'body.contactId')
+    if (body['agentId'] !== undefined) columns['agent_id'] = requireUuid(body['agentId'], 'body.agentId')
+    if (body['contactId'] !== undefined) columns['contact_id'] = requireUuid(body['contactId'], 'body.contactId')
     if (body['status'] !== undefined) columns['status'] = body['status']
     return columns
   },
@@ -58,8 +58,8 @@ export const calls: ResourceDefinition<CallRow, Call> = {
     agentId: row.agent_id,
     contactId: row.contact_id,
     status: row.status,
-    createdAt: iso(row.created_at),
-    updatedAt: iso(row.updated_at),
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
   }),
   referenceErrors: {
     calls_agent_fk: 'body.agentId does not name an agent of this sub-account',

@@ -1,6 +1,7 @@
 /** Contacts: a name and, optionally, an email address and an E.164 phone number. */
 import type { Columns, ResourceDefinition, ResourceRow } from './resource-store.js'
-import { cleanName, iso, nameSchema } from './fields.js'
+import { idSchema, timestampSchema } from '@scoped/shared/api-document'
+import { nameSchema, requireName } from '@scoped/shared/validation'
 
 interface ContactRow extends ResourceRow {
   name: string
@@ -31,10 +32,23 @@ export const contacts: ResourceDefinition<ContactRow, Contact> = {
   schemas: {
     create: { type: 'object', properties, required: ['name'], additionalProperties: false },
     update: { type: 'object', properties, additionalProperties: false },
+    item: {
+      type: 'object',
+      properties: {
+        id: idSchema,
+        name: { type: 'string' },
+        email: { type: ['string', 'null'], format: 'email' },
+        phone: { type: ['string', 'null'], pattern: properties.phone.pattern },
+        createdAt: timestampSchema,
+        updatedAt: timestampSchema,
+      },
+      required: ['id', 'name', 'email', 'phone', 'createdAt', 'updatedAt'],
+      additionalProperties: false,
+    },
   },
   columns: (body) => {
     const columns: Columns = {}
-    if (body['name'] !== undefined) columns['name'] = cleanName(body['name'], 'body.name')
+    if (body['name'] !== undefined) columns['name'] = requireName(body['name'], 'body.name')
     if (body['email'] !== undefined) columns['email'] = body['email']
     if (body['phone'] !== undefined) columns['phone'] = body['phone']
     return columns
@@ -44,8 +58,8 @@ export const contacts: ResourceDefinition<ContactRow, Contact> = {
     name: row.name,
     email: row.email,
     phone: row.phone,
-    createdAt: iso(row.created_at),
-    updatedAt: iso(row.updated_at),
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
   }),
   inUseMessage: 'Contact has calls; delete them first',
 }

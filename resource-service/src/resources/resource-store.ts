@@ -6,10 +6,10 @@
  * definitions in this package, never from a request.
  */
 import type { Pool } from '@scoped/shared/db'
-import { pgErrorCode, pgErrorCodes } from '@scoped/shared/db'
+import { pgErrorCode, pgErrorCodes, sqlIdentifier } from '@scoped/shared/db'
 import { ApiError } from '@scoped/shared/errors'
 import type { ListQuery, Page } from '@scoped/shared/pagination'
-import { afterPositionSql, decodeCursor, POSITION_SQL, toPage } from '@scoped/shared/pagination'
+import { listTenantPage } from '@scoped/shared/pagination'
 
 export interface ResourceRow {
   id: string
@@ -27,7 +27,8 @@ export interface ResourceDefinition<Row extends ResourceRow, Item> {
   table: string
   /** For messages: "Agent not found". */
   noun: string
-  schemas: { create: object; update: object }
+  /** Request bodies (create, update) and the item every answer carries (toItem's shape: responses are serialized with it). */
+  schemas: { create: object; update: object; item: object }
   /** The columns a validated body sets; throws an ApiError naming a field it refuses. */
   columns(body: Record<string, unknown>): Columns
   toItem(row: Row): Item
@@ -37,13 +38,6 @@ export interface ResourceDefinition<Row extends ResourceRow, Item> {
   inUseMessage?: string
 }
 
-const IDENTIFIER = /^[a-z_]+$/
-
-function identifier(name: string): string {
-  if (!IDENTIFIER.test(name)) throw new Error(`not a plain SQL identifier: ${name}`)
-  return name
-}
-
 export class ResourceStore<Row extends ResourceRow, Item> {
   private readonly table: string
 
@@ -51,7 +45,7 @@ export class ResourceStore<Row extends ResourceRow, Item> {
     private readonly pool: Pool,
     private readonly definition: ResourceDefinition<Row, Item>,
   ) {
-    this.table = identifier(definition.table)
+    this.table = sqlIdentifier(definition.table)
   }
 
   notFound(): ApiError {
@@ -59,20 +53,13 @@ export class ResourceStore<Row extends ResourceRow, Item> {
   }
 
   async list(subAccountId: string, query: ListQuery): Promise<Page<Item>> {
-    const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor)
-    const values: unknown[] = [subAccountId, query.limit + 1]
-    let condition = ''
-    if (after !== undefined) {
-      values.push(after.micros, after.id)
-      condition = ` AND ${afterPositionSql(3, 4)}`
-    }
-    const { rows } = await this.pool.query<Row & { position: string }>(
-      `SELECT *, ${POSITION_SQL} AS position FROM ${this.table}
-        WHERE sub_account_id = $1${condition}
-        ORDER BY created_at, id LIMIT $2`,
-      values,
-    )
-    return toPage(rows, query.limit, (row) => this.definition.toItem(row))
+    return listTenantPage<Row, Item>(this.pool, {
+      table: this.table,
+      tenantColumn: 'sub_account_id',
+      tenantId: subAccountId,
+      query,
+      toItem: (row) => this.definition.toItem(row),
+    })
   }
 
   async find(subAccountId: string, id: string): Promise<Item | undefined> {
@@ -81,7 +68,7 @@ export class ResourceStore<Row extends ResourceRow, Item> {
   }
 
   async create(subAccountId: string, columns: Columns): Promise<Item> {
-    const names = Object.keys(columns).map(identifier)
+    const names = Object.keys(columns).map(sqlIdentifier)
     const placeholders = names.map((_, index) => `$${index + 2}`)
     const sql = `INSERT INTO ${this.table} (sub_account_id${names.map((name) => `, ${name}`).join('')})
                  VALUES ($1${placeholders.map((p) => `, ${p}`).join('')}) RETURNING *`
@@ -90,7 +77,7 @@ export class ResourceStore<Row extends ResourceRow, Item> {
   }
 
   async update(subAccountId: string, id: string, columns: Columns): Promise<Item | undefined> {
-    const assignments = Object.keys(columns).map((name, index) => `${identifier(name)} = $${index + 3}`)
+    const assignments = Object.keys(columns).map((name, index) => `${sqlIdentifier(name)} = $${index + 3}`)
     const sql = `UPDATE ${this.table} SET ${assignments.join(', ')}, updated_at = now()
                   WHERE sub_account_id = $1 AND id = $2 RETURNING *`
     const rows = await this.write(sql, [subAccountId, id, ...Object.values(columns)])

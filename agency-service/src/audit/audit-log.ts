@@ -1,0 +1,133 @@
+/**
+ * The audit trail (table audit_events): every key event and every
+ * sub-account creation or deletion, with its time, who did it and from which
+ * client address. Written in the transaction of the change it records, so
+ * one never commits without the other; append-only (the database refuses
+ * UPDATE, DELETE and TRUNCATE); never a plaintext key or a hash.
+ *
+ * Read by the agency it belongs to (its own events and its sub-accounts'),
+ * newest first, with the same cursor pagination as every list:
+ * GET /v1/agency/audit-events and the console's settings pages.
+ */
+import type { Pool, PoolClient } from '@scoped/shared/db'
+import { normalizeAddress } from '@scoped/shared/ip-address'
+import type { ListQuery, Page } from '@scoped/shared/pagination'
+import { listPage } from '@scoped/shared/pagination'
+import type { Scope } from '@scoped/shared/scope'
+import type { Actor, ActorKind } from './actor.js'
+
+export const auditEventTypes = ['key.created', 'key.rolled', 'key.revoked', 'key.deleted', 'key.updated', 'sub-account.created', 'sub-account.deleted'] as const
+export type AuditEventType = (typeof auditEventTypes)[number]
+
+export interface NewAuditEvent {
+  type: AuditEventType
+  actor: Actor
+  agencyId: string
+  subAccountId: string | null
+  keyId?: string | null
+  /** The key's name and scope at the time, for readers after it is gone. */
+  keyName?: string | null
+  scope?: Scope | null
+}
+
+/** One event, in the API's shape. */
+export interface AuditEvent {
+  id: string
+  type: AuditEventType
+  at: string
+  actor: { kind: ActorKind; id: string }
+  keyId: string | null
+  subAccountId: string | null
+  clientAddress: string | null
+}
+
+/** One event with what the console shows beside it. */
+export interface AuditRecord extends AuditEvent {
+  keyName: string | null
+  scope: Scope | null
+}
+
+export interface AuditFilters {
+  type?: AuditEventType
+  keyId?: string
+  subAccountId?: string
+  /** From this instant on (inclusive). */
+  since?: Date
+  /** Before this instant (exclusive). */
+  until?: Date
+}
+
+/** Whose trail: an agency's (its own events and its sub-accounts'), or one sub-account's. */
+export type AuditOwner = { agencyId: string } | { subAccountId: string }
+
+interface AuditRow {
+  id: string
+  type: AuditEventType
+  at: Date
+  actor_kind: ActorKind
+  actor_id: string
+  sub_account_id: string | null
+  key_id: string | null
+  key_name: string | null
+  scope: Scope | null
+  client_address: string | null
+}
+
+const COLUMNS = 'id, type, at, actor_kind, actor_id, sub_account_id, key_id, key_name, scope, host(client_address) AS client_address'
+
+function toRecord(row: AuditRow): AuditRecord {
+  return {
+    id: row.id,
+    type: row.type,
+    at: row.at.toISOString(),
+    actor: { kind: row.actor_kind, id: row.actor_id },
+    keyId: row.key_id,
+    subAccountId: row.sub_account_id,
+    clientAddress: row.client_address === null ? null : (normalizeAddress(row.client_address) ?? row.client_address),
+    keyName: row.key_name,
+    scope: row.scope,
+  }
+}
+
+/** The contract's item: exactly these fields. */
+export function toAuditEvent(record: AuditRecord): AuditEvent {
+  const { id, type, at, actor, keyId, subAccountId, clientAddress } = record
+  return { id, type, at, actor, keyId, subAccountId, clientAddress }
+}
+
+/** Records one event inside the caller's transaction. */
+export async function recordAuditEvent(client: PoolClient, event: NewAuditEvent): Promise<void> {
+  await client.query(
+    `INSERT INTO audit_events (type, actor_kind, actor_id, agency_id, sub_account_id, key_id, key_name, scope, client_address)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+    [
+      event.type,
+      event.actor.kind,
+      event.actor.id,
+      event.agencyId,
+      event.subAccountId,
+      event.keyId ?? null,
+      event.keyName ?? null,
+      event.scope ?? null,
+      event.actor.clientAddress,
+    ],
+  )
+}
+
+/** One page of a trail, newest first, filtered. */
+export async function listAuditEvents(pool: Pool, owner: AuditOwner, filters: AuditFilters, query: ListQuery): Promise<Page<AuditRecord>> {
+  const where: string[] = []
+  const values: unknown[] = []
+  const add = (sql: (parameter: string) => string, value: unknown): void => {
+    values.push(value)
+    where.push(sql(`$${values.length}`))
+  }
+  if ('agencyId' in owner) add((p) => `agency_id = ${p}`, owner.agencyId)
+  else add((p) => `sub_account_id = ${p}`, owner.subAccountId)
+  if (filters.type !== undefined) add((p) => `type = ${p}`, filters.type)
+  if (filters.keyId !== undefined) add((p) => `key_id = ${p}`, filters.keyId)
+  if (filters.subAccountId !== undefined) add((p) => `sub_account_id = ${p}`, filters.subAccountId)
+  if (filters.since !== undefined) add((p) => `at >= ${p}`, filters.since)
+  if (filters.until !== undefined) add((p) => `at < ${p}`, filters.until)
+  return listPage(pool, { table: 'audit_events', columns: COLUMNS, where, values, timeColumn: 'at', order: 'desc', query, toItem: toRecord })
+}

@@ -1,0 +1,103 @@
+/** The audit trail page of agency settings (the agency's events and its sub-accounts') and of sub-account settings (its own). */
+import type { AuditEventType, AuditRecord } from '../audit/audit-log.js'
+import { auditEventTypes } from '../audit/audit-log.js'
+import type { KeyArea } from './access.js'
+import type { SafeHtml } from './html.js'
+import { html } from './html.js'
+import { page } from './layout.js'
+import type { ConsolePaths } from './paths.js'
+import type { ConsoleSession } from './sessions.js'
+import { crumbs, formatTime, settingsTabs, tenantName } from './key-views.js'
+
+const typeNames: Record<AuditEventType, string> = {
+  'key.created': 'Key created',
+  'key.rolled': 'Key rolled',
+  'key.revoked': 'Key revoked',
+  'key.deleted': 'Key deleted',
+  'key.updated': 'Key addresses changed',
+  'sub-account.created': 'Sub-account created',
+  'sub-account.deleted': 'Sub-account deleted',
+}
+
+/** Names for the ids an event mentions, looked up for the page (a deleted key or sub-account keeps its id). */
+export interface AuditNames {
+  users: ReadonlyMap<string, string>
+  keys: ReadonlyMap<string, string>
+  subAccounts: ReadonlyMap<string, string>
+}
+
+function actorCell(event: AuditRecord, names: AuditNames): SafeHtml {
+  switch (event.actor.kind) {
+    case 'user':
+      return html`Console user <strong>${names.users.get(event.actor.id) ?? event.actor.id}</strong>`
+    case 'key':
+      return html`API key <strong>${names.keys.get(event.actor.id) ?? ''}</strong> <code>${event.actor.id}</code>`
+    case 'cli':
+      return html`Operator <code>${event.actor.id}</code>`
+  }
+}
+
+function subjectCell(event: AuditRecord, names: AuditNames, area: KeyArea): SafeHtml {
+  const key = event.keyId !== null && html`<strong>${event.keyName ?? names.keys.get(event.keyId) ?? ''}</strong> <code>${event.keyId}</code>`
+  const sub =
+    area.subAccount === null &&
+    event.subAccountId !== null &&
+    html`${key ? html`<br>` : ''}<span class="hint">sub-account</span> ${names.subAccounts.get(event.subAccountId) ?? ''} <code>${event.subAccountId}</code>`
+  return html`${key}${sub}`
+}
+
+export interface AuditPageOptions {
+  paths: ConsolePaths
+  session: ConsoleSession
+  area: KeyArea
+  events: readonly AuditRecord[]
+  names: AuditNames
+  type: AuditEventType | undefined
+  /** The link to the next (older) page, if any. */
+  olderHref: string | undefined
+}
+
+export function auditPage(options: AuditPageOptions): string {
+  const { paths, session, area, events, names, type } = options
+  const whose = area.subAccount === null ? html`${tenantName(area)} and its sub-accounts` : tenantName(area)
+  const rows = events.map(
+    (event) => html`<tr>
+  <td>${formatTime(event.at, '—')}</td>
+  <td><span class="event-type">${typeNames[event.type]}</span> <code class="hint">${event.type}</code></td>
+  <td>${subjectCell(event, names, area)}</td>
+  <td>${actorCell(event, names)}</td>
+  <td>${event.clientAddress === null ? html`<span>—</span>` : html`<code>${event.clientAddress}</code>`}</td>
+</tr>`,
+  )
+  return page({
+    paths,
+    title: `Audit trail · ${area.subAccount?.name ?? area.agency.name}`,
+    session,
+    crumbs: crumbs(paths, area, undefined, { label: 'Audit trail', href: area.auditPath }),
+    body: html`<h1>Audit trail</h1>
+<p class="lede">Every key created, rolled, changed, revoked or deleted${area.subAccount === null ? ', and every sub-account created or deleted,' : ''} for ${whose}, newest first, with who did it and from where. The trail cannot be changed or deleted.</p>
+${settingsTabs(area, 'audit')}
+<form method="get" action="${area.auditPath}" class="inline-form filter-form">
+  <div class="field">
+    <label for="audit-type">Event</label>
+    <select id="audit-type" name="type">
+      <option value="">All events</option>
+      ${auditEventTypes.map((value) => html`<option value="${value}"${value === type ? ' selected' : ''}>${typeNames[value]}</option>`)}
+    </select>
+  </div>
+  <button type="submit" class="button-secondary">Show</button>
+</form>
+${
+  events.length === 0
+    ? html`<p>No events${type === undefined ? '' : ' of this kind'} yet.</p>`
+    : html`<div class="table-wrap" role="region" aria-labelledby="audit-caption" tabindex="0">
+<table>
+  <caption id="audit-caption" class="visually-hidden">Audit events, newest first</caption>
+  <thead><tr><th scope="col">When</th><th scope="col">Event</th><th scope="col">Key or sub-account</th><th scope="col">Who</th><th scope="col">Client address</th></tr></thead>
+  <tbody>${rows}</tbody>
+</table>
+</div>`
+}
+${options.olderHref !== undefined && html`<p class="actions"><a class="button button-secondary" href="${options.olderHref}">Older events</a></p>`}`,
+  })
+}

@@ -1,0 +1,52 @@
+/**
+ * The console's paths. Routes are declared relative to the prefix the
+ * console is registered under (`consoleRoutes`); every absolute path that a
+ * page links to, a form posts to, a redirect names or a cookie is scoped to
+ * is built here from that prefix (`consolePaths`), so nothing else spells
+ * out where the console lives and it works under any prefix.
+ */
+
+/** Route patterns, relative to the console's prefix. */
+export const consoleRoutes = {
+  home: '/',
+  signIn: '/sign-in',
+  signOut: '/sign-out',
+  assets: '/assets/',
+  agencyKeys: '/agencies/:tenantId/keys',
+  subAccountKeys: '/sub-accounts/:tenantId/keys',
+  agencyAudit: '/agencies/:tenantId/audit',
+  subAccountAudit: '/sub-accounts/:tenantId/audit',
+} as const
+
+export interface ConsolePaths {
+  /** The home page (the prefix itself), and the path every console cookie is scoped to. */
+  readonly home: string
+  readonly signIn: string
+  readonly signOut: string
+  /** A file of the console's stylesheet and script folder, e.g. `console.css`. */
+  asset(name: string): string
+  /** An agency's key pages. */
+  agencyKeys(agencyId: string): string
+  /** A sub-account's key pages. */
+  subAccountKeys(subAccountId: string): string
+  /** An agency's audit trail (its own events and its sub-accounts'). */
+  agencyAudit(agencyId: string): string
+  /** A sub-account's audit trail. */
+  subAccountAudit(subAccountId: string): string
+}
+
+/** The absolute paths of a console registered under `prefix` (e.g. `/console`; '' at the root). */
+export function consolePaths(prefix: string): ConsolePaths {
+  const base = prefix.replace(/\/+$/, '')
+  const under = (route: string): string => `${base}${route}`
+  return {
+    home: base === '' ? '/' : base,
+    signIn: under(consoleRoutes.signIn),
+    signOut: under(consoleRoutes.signOut),
+    asset: (name) => under(`${consoleRoutes.assets}${name}`),
+    agencyKeys: (agencyId) => under(consoleRoutes.agencyKeys.replace(':tenantId', () => agencyId)),
+    subAccountKeys: (subAccountId) => under(consoleRoutes.subAccountKeys.replace(':tenantId', () => subAccountId)),
+    agencyAudit: (agencyId) => under(consoleRoutes.agencyAudit.replace(':tenantId', () => agencyId)),
+    subAccountAudit: (subAccountId) => under(consoleRoutes.subAccountAudit.replace(':tenantId', () => subAccountId)),
+  }
+}

@@ -1,0 +1,229 @@
+/**
+ * An agency's API for its sub-accounts' keys (AGENCY scope):
+ *
+ *   GET    /v1/agency/sub-accounts/:id/keys                 a list of key items
+ *   POST   /v1/agency/sub-accounts/:id/keys                 {name, expiresAt?, allowedCidrs?} → 201, the item plus "key"
+ *   GET    /v1/agency/sub-accounts/:id/keys/:keyId          the item
+ *   PATCH  /v1/agency/sub-accounts/:id/keys/:keyId          {allowedCidrs} → 200, the item
+ *   POST   /v1/agency/sub-accounts/:id/keys/:keyId/roll     {graceSeconds?} → 201, the new item plus "key"
+ *   POST   /v1/agency/sub-accounts/:id/keys/:keyId/revoke   → 200, the item (status revoked)
+ *   DELETE /v1/agency/sub-accounts/:id/keys/:keyId          → 204
+ *
+ * Only the caller's agency's own sub-accounts: another agency's sub-account
+ * (or key) is answered exactly like one that does not exist (404). Every
+ * change goes through KeyService, so the rules, the limit, the messages and
+ * the immediate effect on every gateway replica are the console's. Agency
+ * keys stay console-only (owners and admins): no API key can mint an
+ * agency-level credential.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { idSchema, itemResponse, noContentResponse, pageResponse, timestampSchema } from '@scoped/shared/api-document'
+import { NO_QUERY_SCHEMA } from '@scoped/shared/backend-server'
+import type { Pool } from '@scoped/shared/db'
+import { ApiError } from '@scoped/shared/errors'
+import { MAX_ALLOWED_CIDRS } from '@scoped/shared/ip-address'
+import type { ListQuery } from '@scoped/shared/pagination'
+import { listQuerySchema, readLimitAsNumber } from '@scoped/shared/pagination'
+import { requireIsoTime, requireName, uuidOrNotFound } from '@scoped/shared/validation'
+import type { Actor } from '../audit/actor.js'
+import { keyActor } from '../audit/actor.js'
+import type { KeyOwner, KeyService } from '../keys/key-service.js'
+import { KEY_NAME_MAX_LENGTH, keyItem, MAX_GRACE_SECONDS } from '../keys/key-service.js'
+import { SubAccountStore } from './sub-account-store.js'
+
+interface SubAccountParams {
+  Params: { id: string }
+}
+
+interface KeyParams {
+  Params: { id: string; keyId: string }
+}
+
+const cidrListSchema = { type: 'array', maxItems: MAX_ALLOWED_CIDRS, items: { type: 'string', minLength: 1, maxLength: 64 } } as const
+
+const createSchema = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: KEY_NAME_MAX_LENGTH },
+    expiresAt: { type: ['string', 'null'], maxLength: 64 },
+    allowedCidrs: cidrListSchema,
+  },
+  required: ['name'],
+  additionalProperties: false,
+} as const
+
+const updateSchema = { type: 'object', properties: { allowedCidrs: cidrListSchema }, required: ['allowedCidrs'], additionalProperties: false } as const
+
+const rollSchema = {
+  type: 'object',
+  properties: { graceSeconds: { type: 'integer', minimum: 0, maximum: MAX_GRACE_SECONDS } },
+  additionalProperties: false,
+} as const
+
+const emptySchema = { type: 'object', properties: {}, additionalProperties: false } as const
+
+const nullable = <T extends { type: string }>(schema: T) => ({ ...schema, type: [schema.type, 'null'] })
+
+/** A key item (KeyItem): answers are serialized with it, so nothing else can leave, a plaintext or a hash least of all. */
+const keyItemProperties = {
+  id: idSchema,
+  name: { type: 'string' },
+  scope: { type: 'string', enum: ['AGENCY', 'SUB-ACCOUNT'] },
+  status: { type: 'string', enum: ['active', 'revoked', 'expired'] },
+  createdAt: timestampSchema,
+  lastUsedAt: nullable(timestampSchema),
+  lastUsedIp: { type: ['string', 'null'], description: 'The client address of the last use.' },
+  revokedAt: nullable(timestampSchema),
+  expiresAt: nullable({ ...timestampSchema, description: 'When the key stops working: its expiry, or the end of a roll’s grace period.' }),
+  replacedBy: nullable({ ...idSchema, description: 'The key that replaced this one (a roll).' }),
+  allowedCidrs: { type: 'array', items: { type: 'string' }, description: 'Client addresses the key may be used from; empty: any.' },
+}
+const keyItemSchema = { type: 'object', properties: keyItemProperties, required: Object.keys(keyItemProperties), additionalProperties: false }
+/** The key item plus the plaintext, shown this once. */
+const createdKeySchema = {
+  type: 'object',
+  properties: { ...keyItemProperties, key: { type: 'string', description: 'The plaintext key, shown this once.' } },
+  required: [...Object.keys(keyItemProperties), 'key'],
+  additionalProperties: false,
+}
+
+/** A POST that may come without a body (roll, revoke): validated as `{}`. */
+async function bodyMayBeAbsent(request: FastifyRequest): Promise<void> {
+  if (request.body === undefined || request.body === null) request.body = {}
+}
+
+function subAccountNotFound(): ApiError {
+  return new ApiError('subAccountNotFound')
+}
+
+function keyNotFound(): ApiError {
+  return new ApiError('keyNotFound')
+}
+
+function actorOf(request: FastifyRequest): Actor {
+  return keyActor(request.tenant.keyId, request.ip)
+}
+
+export async function subAccountKeyRoutes(app: FastifyInstance, options: { pool: Pool; keys: KeyService }): Promise<void> {
+  const { keys } = options
+  const subAccounts = new SubAccountStore(options.pool, keys)
+  const path = '/agency/sub-accounts/:id/keys'
+
+  /** The sub-account of the path, as a key owner, when it is the caller's agency's; 404 otherwise. */
+  async function ownerOf(request: FastifyRequest<SubAccountParams>): Promise<KeyOwner & { scope: 'SUB-ACCOUNT' }> {
+    const id = uuidOrNotFound(request.params.id, subAccountNotFound)
+    if (!(await subAccounts.exists(request.tenant.agencyId, id))) throw subAccountNotFound()
+    return { scope: 'SUB-ACCOUNT', subAccountId: id }
+  }
+
+  function keyIdOf(request: FastifyRequest<KeyParams>): string {
+    return uuidOrNotFound(request.params.keyId, keyNotFound)
+  }
+
+  app.get<SubAccountParams & { Querystring: ListQuery }>(
+    path,
+    {
+      schema: { querystring: listQuerySchema, response: { 200: pageResponse(keyItemSchema, 'A page of the sub-account’s keys') } },
+      preValidation: readLimitAsNumber,
+    },
+    async (request) => {
+      const owner = await ownerOf(request)
+      return keys.listPage(owner.subAccountId, request.query)
+    },
+  )
+
+  app.post<SubAccountParams & { Body: { name: string; expiresAt?: string | null; allowedCidrs?: string[] } }>(
+    path,
+    {
+      schema: {
+        querystring: NO_QUERY_SCHEMA,
+        body: createSchema,
+        response: { 201: itemResponse(createdKeySchema, 'Created; the plaintext is in `key`, this once') },
+      },
+    },
+    async (request, reply) => {
+      const owner = await ownerOf(request)
+      const { body } = request
+      const expiresAt = body.expiresAt === undefined || body.expiresAt === null ? null : requireIsoTime(body.expiresAt, 'body.expiresAt')
+      const created = await keys.create(owner, requireName(body.name, 'body.name', KEY_NAME_MAX_LENGTH), actorOf(request), {
+        expiresAt,
+        allowedCidrs: body.allowedCidrs,
+        fields: { expiresAt: 'body.expiresAt', allowedCidrs: 'body.allowedCidrs' },
+      })
+      const item = await keys.find(created.id, owner)
+      if (item === undefined) throw keyNotFound()
+      return reply.code(201).send({ success: true, data: { ...keyItem(item), key: created.key } })
+    },
+  )
+
+  app.get<KeyParams>(
+    `${path}/:keyId`,
+    { schema: { querystring: NO_QUERY_SCHEMA, response: { 200: itemResponse(keyItemSchema, 'The key') } } },
+    async (request) => {
+      const owner = await ownerOf(request)
+      const item = await keys.find(keyIdOf(request), owner)
+      if (item === undefined) throw keyNotFound()
+      return { success: true, data: keyItem(item) }
+    },
+  )
+
+  app.patch<KeyParams & { Body: { allowedCidrs: string[] } }>(
+    `${path}/:keyId`,
+    { schema: { querystring: NO_QUERY_SCHEMA, body: updateSchema, response: { 200: itemResponse(keyItemSchema, 'The key, with its new allowlist') } } },
+    async (request) => {
+      const owner = await ownerOf(request)
+      const updated = await keys.updateAllowedCidrs(keyIdOf(request), actorOf(request), request.body.allowedCidrs, owner, 'body.allowedCidrs')
+      return { success: true, data: keyItem(updated) }
+    },
+  )
+
+  app.post<KeyParams & { Body: { graceSeconds?: number } }>(
+    `${path}/:keyId/roll`,
+    {
+      schema: {
+        querystring: NO_QUERY_SCHEMA,
+        body: rollSchema,
+        response: { 201: itemResponse(createdKeySchema, 'The new key; the plaintext is in `key`, this once') },
+      },
+      preValidation: bodyMayBeAbsent,
+    },
+    async (request, reply) => {
+      const owner = await ownerOf(request)
+      const rolled = await keys.roll(keyIdOf(request), actorOf(request), owner, { graceSeconds: request.body.graceSeconds })
+      // The new key is answered whatever happens (its plaintext exists nowhere else); an unconfirmed invalidation is logged and named in a header.
+      if (rolled.unconfirmed !== undefined) {
+        request.log.warn({ keyId: rolled.replaces }, rolled.unconfirmed)
+        reply.header('warning', `199 - ${JSON.stringify(rolled.unconfirmed.replace(/[^\x20-\x7e]/g, '?'))}`)
+      }
+      const item = await keys.find(rolled.id, owner)
+      if (item === undefined) throw keyNotFound()
+      return reply.code(201).send({ success: true, data: { ...keyItem(item), key: rolled.key } })
+    },
+  )
+
+  app.post<KeyParams>(
+    `${path}/:keyId/revoke`,
+    {
+      schema: { querystring: NO_QUERY_SCHEMA, body: emptySchema, response: { 200: itemResponse(keyItemSchema, 'The key, revoked') } },
+      preValidation: bodyMayBeAbsent,
+    },
+    async (request) => {
+      const owner = await ownerOf(request)
+      const keyId = keyIdOf(request)
+      await keys.revoke(keyId, actorOf(request), owner)
+      const item = await keys.find(keyId, owner)
+      if (item === undefined) throw keyNotFound()
+      return { success: true, data: keyItem(item) }
+    },
+  )
+
+  app.delete<KeyParams>(
+    `${path}/:keyId`,
+    { schema: { querystring: NO_QUERY_SCHEMA, response: { 204: noContentResponse('Deleted, with its record') } } },
+    async (request, reply) => {
+      const owner = await ownerOf(request)
+      await keys.delete(keyIdOf(request), actorOf(request), owner)
+      return reply.code(204).send()
+    },
+  )
+}

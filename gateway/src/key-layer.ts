@@ -1,0 +1,102 @@
+/**
+ * Everything the gateway knows about keys, assembled: the in-process cache,
+ * the invalidation log follower (Postgres: the backstop that decides whether
+ * cached states are believed), the invalidation listener (Redis: the fast
+ * path), the Redis cache layer, the verifier, the last-use recorder and the
+ * failed-authentication throttle. Started before the API listens; stopped
+ * after it has drained.
+ */
+import type { Pool } from '@scoped/shared/db'
+import { KeyStateCodec } from '@scoped/shared/key-state'
+import { lookupKeyByHash } from '@scoped/shared/key-store'
+import type { Logger } from '@scoped/shared/logger'
+import type { Redis } from '@scoped/shared/redis'
+import { connectRedis } from '@scoped/shared/redis'
+import { AuthFailureThrottle } from './auth-failure-throttle.js'
+import type { GatewayConfig } from './config.js'
+import { InvalidationFollower } from './invalidation-follower.js'
+import { InvalidationListener } from './invalidation-listener.js'
+import { KeyCache } from './key-cache.js'
+import { KeyVerifier } from './key-verifier.js'
+import { LastUseRecorder } from './last-used.js'
+import type { GatewayMetrics } from './metrics.js'
+import { RateLimitStore } from './rate-limit-store.js'
+import { RateLimiter } from './rate-limiter.js'
+import { RedisKeyCache } from './redis-key-cache.js'
+
+export interface RedisClients {
+  commands: Redis
+  subscriber: Redis
+}
+
+export interface KeyLayer {
+  cache: KeyCache
+  verifier: KeyVerifier
+  follower: InvalidationFollower
+  listener: InvalidationListener | null
+  lastUse: LastUseRecorder
+  throttle: AuthFailureThrottle
+  limiter: RateLimiter
+  start(): Promise<void>
+  stop(): Promise<void>
+}
+
+export function createKeyLayer(
+  config: GatewayConfig,
+  pool: Pool,
+  redis: RedisClients | null,
+  replicaId: string,
+  metrics: GatewayMetrics,
+  log: Logger,
+): KeyLayer {
+  const cache = new KeyCache()
+  const codec = new KeyStateCodec(config.keyCacheSecret)
+  const prefix = config.redis?.keyPrefix ?? ''
+  const follower = new InvalidationFollower({ pool, cache, replicaId, log, metrics })
+  metrics.logAge(() => Math.max(0, (performance.now() - follower.lastSuccessAt) / 1000))
+  metrics.cacheSizes(() => cache.size())
+  const listener =
+    redis === null ? null : new InvalidationListener({ subscriber: redis.subscriber, commands: redis.commands, prefix, codec, cache, replicaId, log, metrics })
+  const shared = redis === null ? null : new RedisKeyCache(redis.commands, prefix, codec, (error) => log.debug({ err: error }, 'redis key cache write failed'))
+  const verifier = new KeyVerifier({ store: { lookup: (hash) => lookupKeyByHash(pool, hash) }, shared, cache, metrics, log })
+  const lastUse = new LastUseRecorder(pool, log)
+  lastUse.onWrite = () => metrics.countRoundTrip('postgres')
+  const throttle = new AuthFailureThrottle({
+    ...(redis === null ? {} : { redis: redis.commands, prefix }),
+    limit: config.authFailures.limit,
+    windowMs: config.authFailures.windowMs,
+    onError: (error) => log.debug({ err: error }, 'failed-authentication throttle: Redis unavailable; counting in this replica'),
+  })
+  const limiter = new RateLimiter({
+    store: redis === null ? null : new RateLimitStore(redis.commands, prefix),
+    replicas: () => follower.liveReplicas,
+    onStoreError: (error) => log.debug({ err: error }, 'rate limits: Redis unavailable; each replica keeps its share locally'),
+  })
+  return {
+    cache,
+    verifier,
+    follower,
+    listener,
+    lastUse,
+    throttle,
+    limiter,
+    async start() {
+      if (redis !== null) {
+        await connectRedis(redis.commands).catch((error: unknown) =>
+          log.warn({ err: error }, 'redis unavailable at start; keys are read from Postgres until it is back'),
+        )
+        await listener!.start()
+      }
+      await follower.start()
+      if (!follower.current) log.warn('invalidation log unreachable at start; keys are checked against Postgres (or answer 503) until it is back')
+      lastUse.start()
+    },
+    async stop() {
+      await limiter.close()
+      await lastUse.stop()
+      await follower.stop()
+      await listener?.stop()
+      redis?.commands.disconnect()
+    },
+  }
+}

@@ -1,0 +1,126 @@
+/**
+ * The last step of forwarding: one request to a backend, and its answer
+ * written straight to the caller's response. The reply is taken over from
+ * Fastify (hijacked) and the request goes out through undici's `dispatch`
+ * with this handler, one object per request: the backend's status and
+ * headers are written once (with the gateway's own headers set by the
+ * gate), each body chunk is written as it arrives, with backpressure both
+ * ways, and nothing else is allocated per chunk. A caller that goes away
+ * aborts the backend request. Fastify still runs its onResponse hooks (the
+ * log line) when the hijacked response finishes.
+ *
+ * Transport failures before the backend answered are refused in the envelope
+ * (502, 504, 503 for a full pool); after it started answering, the caller's
+ * connection is cut, since a half-sent answer cannot be turned into an error.
+ */
+import type { IncomingHttpHeaders } from 'node:http'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Dispatcher } from 'undici'
+import type { Logger } from '@scoped/shared/logger'
+import type { OutgoingHeaders } from './forward-headers.js'
+import { returnedHeaders } from './forward-headers.js'
+import type { GatewayMetrics } from './metrics.js'
+import { refuseRaw } from './respond.js'
+import type { Route } from './route-map.js'
+import type { Backend, Upstreams } from './upstream.js'
+import { classifyTransportError } from './upstream.js'
+
+type DispatchController = Parameters<NonNullable<Dispatcher.DispatchHandler['onRequestStart']>>[0]
+
+export interface RelayDeps {
+  upstreams: Upstreams
+  metrics: GatewayMetrics
+  log: Logger
+  isDraining: () => boolean
+}
+
+export interface Outgoing {
+  route: Route
+  path: string
+  headers: OutgoingHeaders
+  body: Buffer | undefined
+}
+
+class Exchange implements Dispatcher.DispatchHandler {
+  private controller: DispatchController | undefined
+  private answered = false
+  private ended = false
+  private readonly onClose = (): void => {
+    if (!this.ended && this.controller !== undefined && !this.controller.aborted) this.controller.abort(new Error('the caller went away'))
+  }
+  private readonly onDrain = (): void => this.controller?.resume()
+
+  constructor(
+    private readonly request: FastifyRequest,
+    private readonly reply: FastifyReply,
+    private readonly backend: Backend,
+    private readonly route: Route,
+    private readonly deps: RelayDeps,
+  ) {
+    reply.raw.once('close', this.onClose)
+  }
+
+  onRequestStart(controller: DispatchController): void {
+    this.controller = controller
+    if (this.reply.raw.destroyed) controller.abort(new Error('the caller went away'))
+  }
+
+  onResponseStart(_controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    // 1xx informational answers are the backend's business, not the caller's.
+    if (statusCode < 200) return
+    const { reply, request, deps } = this
+    deps.metrics.observeUpstream(this.route, (performance.now() - request.gatewayUpstreamAt) / 1000)
+    const out = returnedHeaders(headers)
+    const own = reply.getHeaders()
+    for (const name in own) out[name] = own[name] as string
+    if (deps.isDraining()) out['connection'] = 'close'
+    this.answered = true
+    reply.raw.writeHead(statusCode, out)
+  }
+
+  onResponseData(controller: DispatchController, chunk: Buffer): void {
+    if (!this.reply.raw.write(chunk)) {
+      controller.pause()
+      this.reply.raw.once('drain', this.onDrain)
+    }
+  }
+
+  onResponseEnd(): void {
+    this.reply.raw.end()
+    this.end()
+  }
+
+  onResponseError(_controller: DispatchController, error: Error): void {
+    const { request, reply, deps } = this
+    if (this.answered) {
+      reply.raw.destroy(error)
+    } else if (!reply.raw.destroyed) {
+      deps.log.warn({ reqId: request.id, route: this.route.prefix, err: error }, 'upstream request failed')
+      refuseRaw(request, reply, classifyTransportError(error))
+    }
+    this.end()
+  }
+
+  private end(): void {
+    if (this.ended) return
+    this.ended = true
+    this.reply.raw.off('close', this.onClose)
+    this.deps.upstreams.release(this.backend)
+  }
+}
+
+/** Sends the request and answers the caller from the backend's response; the reply is hijacked. */
+export function relay(request: FastifyRequest, reply: FastifyReply, outgoing: Outgoing, deps: RelayDeps): void {
+  reply.hijack()
+  const backend = deps.upstreams.acquire(outgoing.route.upstream)
+  if (backend === undefined) {
+    refuseRaw(request, reply, 'upstream-busy')
+    return
+  }
+  request.gatewayUpstreamAt = performance.now()
+  const exchange = new Exchange(request, reply, backend, outgoing.route, deps)
+  backend.pool.dispatch(
+    { path: outgoing.path, method: request.method as Dispatcher.HttpMethod, headers: outgoing.headers, body: outgoing.body ?? null },
+    exchange,
+  )
+}

@@ -1,0 +1,99 @@
+/**
+ * What the benchmark runs against: a temporary database (created on the
+ * Postgres server of DATABASE_URL, default postgres://postgres@127.0.0.1:5432,
+ * and dropped at the end, so no existing database is written to), Redis
+ * under a fresh key prefix (removed at the end), one agency and sub-account,
+ * keys inserted straight into api_keys, and a self-signed certificate.
+ */
+import { randomBytes } from 'node:crypto'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import pg from 'pg'
+import { Redis } from 'ioredis'
+import { generate } from 'selfsigned'
+import type { Pool } from '@scoped/shared/db'
+import { hashKey, keyHint } from '@scoped/shared/keys'
+
+export interface Database {
+  url: string
+  drop(): Promise<void>
+}
+
+export async function temporaryDatabase(): Promise<Database> {
+  const server = new URL(process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres')
+  const name = `sak_bench_${randomBytes(4).toString('hex')}`
+  const admin = new pg.Client({ connectionString: server.href })
+  await admin.connect().catch((error: unknown) => {
+    throw new Error(`the benchmark needs Postgres: set DATABASE_URL or run one on 127.0.0.1:5432 (${String(error)})`, { cause: error })
+  })
+  await admin.query(`CREATE DATABASE ${name}`)
+  await admin.end()
+  const url = new URL(server.href)
+  url.pathname = `/${name}`
+  return {
+    url: url.href,
+    async drop() {
+      const client = new pg.Client({ connectionString: server.href })
+      await client.connect()
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      await client.end()
+    },
+  }
+}
+
+export async function connectRedis(url: string): Promise<Redis> {
+  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 })
+  await redis.connect().catch((error: unknown) => {
+    throw new Error(`the benchmark needs Redis: set REDIS_URL or run one on 127.0.0.1:6379 (${String(error)})`, { cause: error })
+  })
+  return redis
+}
+
+/** Removes every Redis key under the prefix (cache entries, throttle counters), in batches. */
+export async function clearPrefix(redis: Redis, prefix: string): Promise<void> {
+  let cursor = '0'
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 5_000)
+    if (keys.length > 0) await redis.unlink(...keys)
+    cursor = next
+  } while (cursor !== '0')
+}
+
+export interface Tenant {
+  agencyId: string
+  subAccountId: string
+}
+
+export async function createTenant(pool: Pool): Promise<Tenant> {
+  const agency = await pool.query<{ id: string }>(`INSERT INTO agencies (name) VALUES ('Bench Agency') RETURNING id`)
+  const agencyId = agency.rows[0]!.id
+  const sub = await pool.query<{ id: string }>(`INSERT INTO sub_accounts (agency_id, name) VALUES ($1, 'Bench Sub-account') RETURNING id`, [agencyId])
+  return { agencyId, subAccountId: sub.rows[0]!.id }
+}
+
+/**
+ * Inserts SUB-ACCOUNT keys of the tenant's sub-account, straight into the
+ * table: the limit of 25 active keys is the key service's, not the table's.
+ */
+export async function insertKeys(pool: Pool, tenant: Tenant, keys: readonly string[], name: string): Promise<void> {
+  await pool.query(
+    `INSERT INTO api_keys (scope, agency_id, sub_account_id, name, key_hash, hint, created_by)
+     SELECT 'SUB-ACCOUNT', $1, $2, $3, h.hash, h.hint, 'bench' FROM unnest($4::text[], $5::text[]) AS h(hash, hint)`,
+    [tenant.agencyId, tenant.subAccountId, name, keys.map(hashKey), keys.map(keyHint)],
+  )
+}
+
+export interface Certificate {
+  certFile: string
+  keyFile: string
+}
+
+/** One self-signed certificate for every TLS target (bare proxy, gateway, nginx). */
+export async function certificate(dir: string): Promise<Certificate> {
+  const pems = await generate([{ name: 'commonName', value: 'localhost' }], { keySize: 2048, algorithm: 'sha256' })
+  const certFile = join(dir, 'cert.pem')
+  const keyFile = join(dir, 'key.pem')
+  writeFileSync(certFile, pems.cert)
+  writeFileSync(keyFile, pems.private, { mode: 0o600 })
+  return { certFile, keyFile }
+}

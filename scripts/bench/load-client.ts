@@ -1,0 +1,68 @@
+/**
+ * The orchestrator's side of the load generator: runs scripts/bench/load.ts
+ * in its own process (so the generator never shares an event loop with the
+ * orchestrator or a target) and reads its JSON lines: `running` when the
+ * timed part starts, `done` when the last timed answer has arrived, then the
+ * result. The hooks let the caller sample the target exactly then.
+ */
+import { spawn } from 'node:child_process'
+import { createInterface } from 'node:readline'
+import type { Latency } from './stats.js'
+import { root, track } from './processes.js'
+
+export interface LoadSpec {
+  url: string
+  /** Sent with every request (a key's Authorization, for instance). */
+  headers: Record<string, string>
+  /** Keep-alive connections, each a closed loop: the next request leaves when the previous answer is read. */
+  connections: number
+  /** Closed loop for this long. */
+  seconds?: number
+  /** Instead: each of these keys once (as `Authorization: Bearer`), in order. */
+  keys?: string[]
+  /** Instead: this many distinct, well-formed, random (so unknown) keys, each once. */
+  unknownKeys?: number
+  /** A random X-Forwarded-For per request (for a gateway that trusts 127.0.0.1). */
+  randomForwardedFor?: boolean
+  /** Before timing, one untimed request per connection with `headers` (opens the TLS connections). */
+  prime?: boolean
+  /** Before timing, this long of the same closed loop with `headers`, untimed (the target reaches its steady state under load). */
+  warmUpSeconds?: number
+}
+
+export interface LoadResult extends Latency {
+  requests: number
+  seconds: number
+  perSecond: number
+  /** By HTTP status, and `error` for requests that got no answer. */
+  statuses: Record<string, number>
+  firstError?: string
+  /** CPU of the generator itself per request, to tell when it, not the target, is the limit. */
+  generatorCpuUsPerRequest: number
+}
+
+export interface LoadHooks {
+  running?: () => void
+  done?: () => void
+}
+
+export function runLoad(spec: LoadSpec, hooks: LoadHooks = {}): Promise<LoadResult> {
+  const child = spawn(process.execPath, [...process.execArgv, 'scripts/bench/load.ts', JSON.stringify(spec)], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+  track(child)
+  let stderr = ''
+  child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4096)))
+  let result: LoadResult | undefined
+  createInterface({ input: child.stdout }).on('line', (text) => {
+    const message = JSON.parse(text) as { event: 'running' | 'done' | 'result'; result?: LoadResult }
+    if (message.event === 'running') hooks.running?.()
+    else if (message.event === 'done') hooks.done?.()
+    else result = message.result
+  })
+  return new Promise((resolve, reject) => {
+    child.once('error', reject)
+    child.once('close', (code) => {
+      if (code === 0 && result !== undefined) resolve(result)
+      else reject(new Error(`load generator exited ${code}: ${stderr.trim()}`))
+    })
+  })
+}

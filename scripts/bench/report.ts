@@ -1,0 +1,206 @@
+/**
+ * The run's report: Markdown on stdout, and the whole run as JSON under
+ * bench-results/<ISO time>.json (git-ignored).
+ */
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import type { ColdPath, ColdPaths } from './cold-paths.js'
+import type { Flood } from './flood.js'
+import { UNKNOWN_ENTRIES_BOUND } from './flood.js'
+import type { MillionKeys } from './million-keys.js'
+import { LOOKUP_P99_TARGET_MS } from './million-keys.js'
+import type { Machine } from './proc-stats.js'
+import { root } from './processes.js'
+import type { RoundSample } from './rounds.js'
+import type { Soak } from './soak.js'
+import { SOAK_GROWTH_TARGET } from './soak.js'
+import type { Check, TargetSummary } from './summary.js'
+import { non200, summarize, warmChecks } from './summary.js'
+
+export interface Settings {
+  rounds: number
+  seconds: number
+  connections: number
+  soakSeconds: number
+  keys: number
+  floodKeys: number
+  floodConnections: number
+  coldKeys: number
+}
+
+export interface Run {
+  startedAt: string
+  finishedAt: string
+  machine: Machine
+  settings: Settings
+  notes: string[]
+  rounds: RoundSample[]
+  million: MillionKeys
+  cold: ColdPaths
+  soak: Soak
+  flood: Flood
+}
+
+export interface Report extends Run {
+  summary: TargetSummary[]
+  checks: Check[]
+}
+
+const ms = (value: number): string => value.toFixed(2)
+const mib = (value: number): string => value.toFixed(0)
+const whole = (value: number): string => Math.round(value).toLocaleString('en-US')
+const pct = (value: number): string => `${(value * 100).toFixed(1)} %`
+const per = (value: number | undefined): string => (value === undefined ? '–' : value.toFixed(3))
+const mark = (met: boolean | null): string => (met === null ? '' : met ? 'met' : '**NOT MET**')
+const statuses = (counts: Record<string, number>): string =>
+  Object.entries(counts)
+    .map(([status, count]) => `${status}: ${whole(count)}`)
+    .join(', ')
+
+function table(header: string[], rows: string[][]): string {
+  const line = (cells: string[]): string => `| ${cells.join(' | ')} |`
+  return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n')
+}
+
+export function buildReport(run: Run): Report {
+  const { million, soak, flood } = run
+  const checks: Check[] = [
+    ...warmChecks(run.rounds),
+    {
+      name: `unknown-key lookup p99, ${whole(million.rows)} keys in Postgres`,
+      value: `${ms(million.latency.p99Ms)} ms`,
+      target: `< ${LOOKUP_P99_TARGET_MS} ms`,
+      met: million.latency.p99Ms < LOOKUP_P99_TARGET_MS,
+    },
+    { name: 'lookup plan uses the key_hash unique index', value: million.usesIndex ? million.index : 'no', target: 'yes', met: million.usesIndex },
+    { name: `gateway RSS growth over a ${soak.seconds} s soak`, value: pct(soak.growth), target: `< ${pct(SOAK_GROWTH_TARGET)}`, met: soak.met },
+    {
+      name: `unknown-key cache entries under a flood of ${whole(flood.keys)} keys`,
+      value: whole(flood.unknownEntriesMax),
+      target: `≤ ${whole(UNKNOWN_ENTRIES_BOUND)}`,
+      met: flood.bounded,
+    },
+  ]
+  return { ...run, summary: summarize(run.rounds), checks }
+}
+
+function coldRow(name: string, cold: ColdPath): string[] {
+  const hits = Object.entries(cold.lookups)
+    .filter(([, count]) => count > 0)
+    .map(([cell, count]) => `${cell} ${count}`)
+    .join(', ')
+  return [name, ms(cold.p50Ms), ms(cold.p99Ms), ms(cold.maxMs), per(cold.postgresPerKey), per(cold.redisPerKey), hits, statuses(cold.statuses)]
+}
+
+export function markdown(report: Report, jsonFile: string): string {
+  const { machine: m, settings: s, million, cold, soak, flood } = report
+  const out: string[] = []
+  out.push(`# Gateway benchmark, ${report.startedAt}`, '')
+  out.push(
+    `Machine: ${m.cpuModel}, ${m.cores} cores, ${whole(m.memoryMiB)} MiB, Node ${m.node}, Linux ${m.kernel}; load average at start ${m.loadAverage.join(' ')}.`,
+  )
+  out.push(
+    `Warm key: GET /v1/agents, ${s.rounds} rounds × ${s.seconds} s per target, interleaved; ${s.connections} keep-alive connections, closed loop, from a generator process of its own.`,
+  )
+  for (const note of report.notes) out.push(`Note: ${note}`)
+  out.push('', '## Warm key, per round', '')
+  out.push(
+    table(
+      ['round', 'target', 'req/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'CPU µs/req', 'RSS MiB start → end', 'PG trips/req', 'Redis trips/req', 'non-200'],
+      report.rounds.map((r) => [
+        String(r.round),
+        r.target,
+        whole(r.load.perSecond),
+        ms(r.load.p50Ms),
+        ms(r.load.p99Ms),
+        ms(r.load.p999Ms),
+        r.cpuUsPerRequest.toFixed(0),
+        `${mib(r.rssStartMiB)} → ${mib(r.rssEndMiB)}`,
+        per(r.trips?.postgresPerRequest),
+        per(r.trips?.redisPerRequest),
+        whole(non200(r.load.statuses)),
+      ]),
+    ),
+  )
+  out.push('', '## Warm key, median over rounds', '')
+  out.push(
+    table(
+      ['target', 'req/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'CPU µs/req', 'max RSS MiB', 'PG trips/req', 'Redis trips/req', 'non-200'],
+      report.summary.map((t) => [
+        t.target,
+        whole(t.perSecond),
+        ms(t.p50Ms),
+        ms(t.p99Ms),
+        ms(t.p999Ms),
+        t.cpuUsPerRequest.toFixed(0),
+        mib(t.rssMaxMiB),
+        per(t.postgresPerRequest),
+        per(t.redisPerRequest),
+        whole(t.non200),
+      ]),
+    ),
+  )
+  out.push('', '## Targets', '', 'Ratios: the median over rounds of gateway ÷ bare proxy within each round.', '')
+  out.push(
+    table(
+      ['check', 'value', 'target', ''],
+      report.checks.map((c) => [c.name, c.value, c.target, mark(c.met)]),
+    ),
+  )
+  out.push('', `## Cold paths: first use of a key, one request at a time, ${s.coldKeys} keys each`, '')
+  out.push(
+    table(
+      ['key held by', 'p50 ms', 'p99 ms', 'max ms', 'PG trips/key', 'Redis trips/key', 'key cache lookups (layer:result)', 'statuses'],
+      [coldRow('Redis only (warmed by a second replica)', cold.redisOnly), coldRow('Postgres only', cold.postgresOnly)],
+    ),
+  )
+  out.push('', `## ${whole(million.rows)} keys in Postgres`, '')
+  out.push(
+    `Inserted in ${million.insertSeconds.toFixed(1)} s (one INSERT … SELECT generate_series); api_keys ${mib(million.tableMiB)} MiB, index ${million.index} ${mib(million.indexMiB)} MiB.`,
+    `${whole(million.lookups)} lookups of unknown keys (lookupKeyByHash, one connection, one at a time): p50 ${ms(million.latency.p50Ms)} ms, p99 ${ms(million.latency.p99Ms)} ms, p99.9 ${ms(million.latency.p999Ms)} ms, max ${ms(million.latency.maxMs)} ms.`,
+    '',
+    'Plan of the lookup statement (EXPLAIN ANALYZE, an unknown key):',
+    '',
+    '```',
+    ...million.plan,
+    '```',
+  )
+  out.push('', '## Gateway memory', '')
+  out.push(
+    table(
+      ['phase', 'load', 'req/s', 'p99 ms', 'statuses', 'RSS MiB start → end (max)', 'unknown-key entries start → end (max)'],
+      [
+        [
+          `soak, ${soak.seconds} s (after ${soak.warmUpSeconds} s of the same load)`,
+          `warm key, ${soak.connections} connections`,
+          whole(soak.perSecond),
+          ms(soak.p99Ms),
+          statuses(soak.statuses),
+          `${mib(soak.rssStartMiB)} → ${mib(soak.rssEndMiB)} (${mib(soak.rssMaxMiB)})`,
+          '–',
+        ],
+        [
+          `flood, ${flood.seconds.toFixed(0)} s`,
+          `${whole(flood.keys)} distinct unknown keys, ${flood.connections} connections`,
+          whole(flood.perSecond),
+          ms(flood.p99Ms),
+          statuses(flood.statuses),
+          `${mib(flood.rssBeforeMiB)} → ${mib(flood.rssAfterMiB)} (${mib(flood.rssMaxMiB)})`,
+          `${whole(flood.unknownEntriesBefore)} → ${whole(flood.unknownEntriesAfter)} (${whole(flood.unknownEntriesMax)})`,
+        ],
+      ],
+    ),
+  )
+  out.push('', `Flood store trips per request: Postgres ${per(flood.trips.postgresPerRequest)}, Redis ${per(flood.trips.redisPerRequest)}.`)
+  out.push('', `Whole run: ${jsonFile}`, '')
+  return out.join('\n')
+}
+
+/** Writes the report under bench-results/ and answers its path relative to the project root. */
+export function writeJson(report: Report): string {
+  const dir = join(root, 'bench-results')
+  mkdirSync(dir, { recursive: true })
+  const name = `bench-results/${report.startedAt}.json`
+  writeFileSync(join(root, name), `${JSON.stringify(report, null, 2)}\n`)
+  return name
+}

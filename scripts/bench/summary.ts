@@ -1,0 +1,79 @@
+/**
+ * From the round samples to the figures the targets are about: per target the
+ * medians over rounds, and the gateway's ratios to the bare proxy, taken
+ * round by round (both measured in the same round) and then the median.
+ */
+import type { RoundSample } from './rounds.js'
+import { median } from './stats.js'
+
+export const GATEWAY = 'gateway'
+export const BARE = 'bare proxy'
+
+export interface TargetSummary {
+  target: string
+  perSecond: number
+  p50Ms: number
+  p99Ms: number
+  p999Ms: number
+  cpuUsPerRequest: number
+  rssMaxMiB: number
+  postgresPerRequest?: number
+  redisPerRequest?: number
+  /** Answers other than 200 (and failed requests), over every round. */
+  non200: number
+}
+
+export interface Check {
+  name: string
+  value: string
+  target: string
+  met: boolean | null
+}
+
+export function non200(statuses: Record<string, number>): number {
+  return Object.entries(statuses).reduce((sum, [status, count]) => (status === '200' ? sum : sum + count), 0)
+}
+
+export function summarize(samples: readonly RoundSample[]): TargetSummary[] {
+  const names = [...new Set(samples.map((sample) => sample.target))]
+  return names.map((target) => {
+    const mine = samples.filter((sample) => sample.target === target)
+    const of = (read: (sample: RoundSample) => number): number => median(mine.map(read))
+    const trips = mine.every((sample) => sample.trips !== undefined)
+    return {
+      target,
+      perSecond: of((s) => s.load.perSecond),
+      p50Ms: of((s) => s.load.p50Ms),
+      p99Ms: of((s) => s.load.p99Ms),
+      p999Ms: of((s) => s.load.p999Ms),
+      cpuUsPerRequest: of((s) => s.cpuUsPerRequest),
+      rssMaxMiB: Math.max(...mine.map((s) => s.rssMaxMiB)),
+      ...(trips ? { postgresPerRequest: of((s) => s.trips!.postgresPerRequest), redisPerRequest: of((s) => s.trips!.redisPerRequest) } : {}),
+      non200: mine.reduce((sum, s) => sum + non200(s.load.statuses), 0),
+    }
+  })
+}
+
+/** Median over rounds of gateway ÷ other for a figure of the two samples of each round. */
+export function pairedRatio(samples: readonly RoundSample[], other: string, read: (sample: RoundSample) => number): number {
+  const rounds = [...new Set(samples.map((sample) => sample.round))]
+  const ratios = rounds.flatMap((round) => {
+    const gateway = samples.find((s) => s.round === round && s.target === GATEWAY)
+    const base = samples.find((s) => s.round === round && s.target === other)
+    return gateway === undefined || base === undefined || read(base) === 0 ? [] : [read(gateway) / read(base)]
+  })
+  return median(ratios)
+}
+
+const times = (ratio: number): string => `${ratio.toFixed(2)} ×`
+
+export function warmChecks(samples: readonly RoundSample[]): Check[] {
+  const throughput = pairedRatio(samples, BARE, (s) => s.load.perSecond)
+  const p99 = pairedRatio(samples, BARE, (s) => s.load.p99Ms)
+  return [
+    { name: 'gateway / bare proxy throughput', value: times(throughput), target: '≥ 1.0 ×', met: throughput >= 1.0 },
+    { name: 'gateway / bare proxy p99 latency', value: times(p99), target: '≤ 1.1 ×', met: p99 <= 1.1 },
+    { name: 'stretch: gateway / bare proxy throughput', value: times(throughput), target: '≥ 1.5 ×', met: throughput >= 1.5 },
+    { name: 'stretch: gateway / bare proxy p99 latency', value: times(p99), target: '< 1.0 × (below the bare proxy)', met: p99 < 1.0 },
+  ]
+}

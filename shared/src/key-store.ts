@@ -1,0 +1,164 @@
+/**
+ * The Postgres side of the key-state protocol (key-state.ts has the Redis
+ * side). Everything here works on key hashes; the plaintext never gets this far.
+ *
+ * - lookupKeyByHash: a key's state, the source of truth.
+ * - recordLastUse: a batched write of last-use times and client addresses.
+ * - the invalidation log (table key_invalidations, written by trigger in the
+ *   revoking transaction) and the replica registry (gateway_replicas): each
+ *   gateway replica polls the log with the snapshot it last applied, in one
+ *   statement that also reports that snapshot; a revoker confirms that every
+ *   replica seen recently has applied its transaction.
+ */
+import type { Pool, PoolClient } from './db.js'
+import { canonicalCidrs, normalizeAddress } from './ip-address.js'
+import type { ActiveKeyState, KeyInvalidation, KeyState } from './key-state.js'
+import { isScope } from './scope.js'
+
+interface LookupRow {
+  id: string | null
+  scope: string | null
+  agency_id: string | null
+  sub_account_id: string | null
+  revoked: boolean
+  deleted: boolean
+  /** expires_at in epoch milliseconds, rounded down (the key is refused from that millisecond on). */
+  expires_ms: number | null
+  allowed_cidrs: string[] | null
+}
+
+const LOOKUP_SQL = `
+  SELECT id, scope, agency_id, sub_account_id, revoked_at IS NOT NULL AS revoked, false AS deleted,
+         floor(extract(epoch FROM expires_at) * 1000)::float8 AS expires_ms, allowed_cidrs::text[] AS allowed_cidrs
+    FROM api_keys WHERE key_hash = $1
+  UNION ALL
+  SELECT NULL, NULL, NULL, NULL, false, true, NULL, NULL FROM deleted_api_keys WHERE key_hash = $1
+  LIMIT 1`
+
+export async function lookupKeyByHash(pool: Pool, hash: string): Promise<KeyState> {
+  const { rows } = await pool.query<LookupRow>(LOOKUP_SQL, [hash])
+  const row = rows[0]
+  if (row === undefined) return { status: 'unknown' }
+  if (row.deleted) return { status: 'deleted' }
+  if (row.revoked) return { status: 'revoked' }
+  if (row.id === null || row.agency_id === null || !isScope(row.scope)) throw new Error('api_keys row is incomplete')
+  const state: ActiveKeyState = {
+    status: 'active',
+    tenant: { scope: row.scope, agencyId: row.agency_id, subAccountId: row.sub_account_id, keyId: row.id },
+  }
+  // Only the limits a key has: a key without them reads exactly as before they existed.
+  if (row.expires_ms !== null) state.expiresAt = row.expires_ms
+  if (row.allowed_cidrs !== null && row.allowed_cidrs.length > 0) state.allowedCidrs = canonicalCidrs(row.allowed_cidrs)
+  return state
+}
+
+/** One key's latest use: when, and from which client address (the gateway's, normalized), if known. */
+export interface LastUse {
+  at: Date
+  ip: string | null
+}
+
+/**
+ * Writes many last uses in one statement. GREATEST keeps the newest time
+ * when several gateway replicas flush out of order, and the address goes
+ * with the time it came with; revoked keys are written too (the last use is
+ * kept after revocation). A plain Date is a use from an unknown address.
+ */
+export async function recordLastUse(pool: Pool, uses: ReadonlyMap<string, Date | LastUse>): Promise<void> {
+  if (uses.size === 0) return
+  const ids = [...uses.keys()]
+  const entries = ids.map((id) => {
+    const use = uses.get(id)!
+    return use instanceof Date ? { at: use, ip: null } : use
+  })
+  const times = entries.map((use) => use.at.toISOString())
+  const addresses = entries.map((use) => (use.ip === null ? null : (normalizeAddress(use.ip) ?? null)))
+  await pool.query(
+    `UPDATE api_keys AS k
+        SET last_used_at = GREATEST(COALESCE(k.last_used_at, '-infinity'::timestamptz), u.used_at),
+            last_used_ip = CASE WHEN u.used_at >= COALESCE(k.last_used_at, '-infinity'::timestamptz) AND u.ip IS NOT NULL
+                                THEN u.ip ELSE k.last_used_ip END
+       FROM unnest($1::uuid[], $2::timestamptz[], $3::inet[]) AS u(id, used_at, ip)
+      WHERE k.id = u.id`,
+    [ids, times, addresses],
+  )
+}
+
+/** The id of the current transaction, for confirmInvalidation once it has committed. */
+export async function currentTransactionId(client: PoolClient): Promise<string> {
+  const { rows } = await client.query<{ xid: string }>(`SELECT pg_current_xact_id()::text AS xid`)
+  return rows[0]!.xid
+}
+
+export interface LogPoll {
+  /** The snapshot this poll read up to; pass it to the next poll once its changes are applied. */
+  snapshot: string
+  changes: KeyInvalidation[]
+  /** Gateway replicas seen within the live window (this one included once registered). */
+  live: number
+}
+
+type ChangeRow = [hash: string, state: KeyInvalidation['state']]
+
+function toChanges(rows: ChangeRow[] | null): KeyInvalidation[] {
+  return (rows ?? []).map(([hash, state]) => ({ hash, state }))
+}
+
+/**
+ * A replica's start: the snapshot to follow from, and the keys ended in the
+ * last `recentSeconds` (so a replica started after a revoke still knows to
+ * distrust a Redis entry written before it).
+ */
+export async function readRecentInvalidations(pool: Pool, recentSeconds: number): Promise<LogPoll> {
+  const { rows } = await pool.query<{ snapshot: string; changes: ChangeRow[] | null }>(
+    `SELECT pg_current_snapshot()::text AS snapshot,
+            (SELECT json_agg(json_build_array(key_hash, state) ORDER BY id) FROM key_invalidations
+              WHERE recorded_at > now() - $1 * interval '1 second') AS changes`,
+    [recentSeconds],
+  )
+  const row = rows[0]!
+  return { snapshot: row.snapshot, changes: toChanges(row.changes), live: 1 }
+}
+
+/**
+ * One poll of the log, in one statement: records that `replicaId` has
+ * applied everything visible in `applied`, and reads what was committed
+ * since. Changes are exactly the rows visible now and not in `applied`.
+ */
+export async function pollInvalidations(pool: Pool, replicaId: string, applied: string, liveMs: number): Promise<LogPoll> {
+  const { rows } = await pool.query<{ snapshot: string; changes: ChangeRow[] | null; live: number }>(
+    `WITH beat AS (
+       INSERT INTO gateway_replicas (replica_id, seen_at, applied_snapshot) VALUES ($1, now(), $2::pg_snapshot)
+       ON CONFLICT (replica_id) DO UPDATE SET seen_at = excluded.seen_at, applied_snapshot = excluded.applied_snapshot
+     )
+     SELECT pg_current_snapshot()::text AS snapshot,
+            (SELECT json_agg(json_build_array(key_hash, state) ORDER BY id) FROM key_invalidations
+              WHERE xid >= pg_snapshot_xmin($2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot)) AS changes,
+            (SELECT count(*)::int FROM gateway_replicas WHERE seen_at > now() - $3 * interval '1 millisecond') AS live`,
+    [replicaId, applied, liveMs],
+  )
+  const row = rows[0]!
+  // The count was taken before this statement's own heartbeat: count this replica in.
+  return { snapshot: row.snapshot, changes: toChanges(row.changes), live: Math.max(1, row.live) }
+}
+
+/** A replica that stops cleanly leaves the registry, so no revoker waits for it. */
+export async function leaveRegistry(pool: Pool, replicaId: string): Promise<void> {
+  await pool.query(`DELETE FROM gateway_replicas WHERE replica_id = $1`, [replicaId])
+}
+
+/**
+ * Replicas seen within `liveMs` that have not yet applied transaction `xid`.
+ * A replica not seen for that long has stopped trusting its caches (it does
+ * so `staleAfterMs` < liveMs after its last successful poll), so it is no
+ * longer waited for.
+ */
+export async function replicasBehind(pool: Pool, xid: string, liveMs: number): Promise<string[]> {
+  const { rows } = await pool.query<{ replica_id: string }>(
+    `SELECT replica_id FROM gateway_replicas
+      WHERE seen_at > now() - $2 * interval '1 millisecond'
+        AND NOT pg_visible_in_snapshot($1::xid8, applied_snapshot)`,
+    [xid, liveMs],
+  )
+  return rows.map((row) => row.replica_id)
+}

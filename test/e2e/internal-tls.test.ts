@@ -1,0 +1,137 @@
+/**
+ * TLS on both hops, with the real processes. The backends listen with TLS
+ * (AGENCY_SERVICE_TLS_* / RESOURCE_SERVICE_TLS_*, a certificate of a
+ * throw-away CA) and the gateway reaches them over https:// upstreams that
+ * name that CA (`tls.caFile`): API routes of both backends and the console
+ * work; a gateway told to trust another CA gets nothing through (502). And
+ * the API listener itself: on TLS 1.2 a client offering only CBC-SHA1 suites
+ * or suites without ECDHE fails the handshake, one offering ECDHE with GCM or
+ * ChaCha20-Poly1305 succeeds (while a default Node server accepts them all).
+ */
+import t from 'tap'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { connect, createServer } from 'node:tls'
+import { KeyRevocationNotifier } from '@scoped/shared/key-invalidation'
+import { KeyService } from '@scoped/agency-service/keys/key-service'
+import { TenantStore } from '@scoped/agency-service/tenants'
+import { httpsClient } from '../helpers/https.js'
+import { startStack } from '../helpers/stack.js'
+import { issueCertificate, makeCa } from '../helpers/tls-ca.js'
+
+const stack = await startStack(t, { backendTls: true })
+const tenants = new TenantStore(stack.db.pool)
+const agency = await tenants.createAgency('Encrypted')
+const sub = await tenants.createSubAccount(agency.id, 'Encrypted West')
+const keys = new KeyService(stack.db.pool, new KeyRevocationNotifier(stack.db.pool, null))
+const agencyKey = await keys.create({ scope: 'AGENCY', agencyId: agency.id }, 'agency', 'test')
+const subKey = await keys.create({ scope: 'SUB-ACCOUNT', subAccountId: sub.id }, 'sub', 'test')
+const dir = t.testdir({})
+
+t.test('the gateway forwards to both backends over TLS, verified against the route CA', async (t) => {
+  const api = httpsClient(t, stack.gatewayPorts[0]!, stack.cert)
+  t.equal((await api.request('/v1/agency', { headers: { 'x-api-key': agencyKey.key } })).status, 200, 'agency-service over https')
+  const created = await api.request('/v1/agents', {
+    method: 'POST',
+    headers: { 'x-api-key': subKey.key, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'Ada' }),
+  })
+  t.equal(created.status, 201, 'resource-service over https, with a body')
+  t.equal((await api.request('/v1/agents', { headers: { 'x-api-key': subKey.key } })).json.data.length, 1)
+  const console = await api.request('/console/sign-in')
+  t.equal(console.status, 200, 'the console over https')
+  t.match(console.text, /<form method="post"/)
+
+  await t.rejects(fetch(`http://127.0.0.1:${stack.backends.resourcePort}/healthz`), 'the backends do not answer plain HTTP')
+  const health = await new Promise<string>((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port: stack.backends.agencyPort, ca: readCa(), servername: 'localhost' }, () =>
+      socket.end('GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n'),
+    )
+    let text = ''
+    socket.on('data', (chunk: Buffer) => (text += chunk.toString()))
+    socket.on('error', reject)
+    socket.on('close', () => resolve(text))
+  })
+  t.match(health, /^HTTP\/1\.1 200/, 'they answer over TLS with their certificate')
+})
+
+function readCa(): string {
+  return stack.backendCaFile === undefined ? '' : readFileSync(stack.backendCaFile, 'utf8')
+}
+
+t.test('a gateway that trusts another CA reaches no backend (502), never forwards unverified', async (t) => {
+  const stranger = await makeCa(dir, 'stranger-ca')
+  const routes = join(dir, 'routes-stranger.yaml')
+  writeFileSync(
+    routes,
+    `routes:
+  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "https://127.0.0.1:${stack.backends.resourcePort}", tls: { caFile: "${stranger.certFile}" } }
+  - { prefix: /console, auth: session, upstream: "https://127.0.0.1:${stack.backends.agencyPort}", tls: { caFile: "${stranger.certFile}" } }
+`,
+  )
+  const replica = await stack.startReplica({ ROUTES_FILE: routes })
+  const api = httpsClient(t, replica.port, stack.cert)
+  t.equal((await api.request('/v1/agents', { headers: { 'x-api-key': subKey.key } })).status, 502)
+  t.equal((await api.request('/console/sign-in')).status, 502)
+})
+
+interface Handshake {
+  ok: boolean
+  cipher?: string
+  error?: string
+}
+
+/** A TLS 1.2 handshake offering exactly `ciphers` (security level 0 on the client, so only the server can refuse). */
+function handshake(port: number, ca: string, ciphers: string): Promise<Handshake> {
+  return new Promise((resolve) => {
+    const socket = connect(
+      { host: '127.0.0.1', port, ca, servername: 'localhost', minVersion: 'TLSv1.2', maxVersion: 'TLSv1.2', ciphers: `${ciphers}:@SECLEVEL=0` },
+      () => {
+        const cipher = socket.getCipher().standardName
+        socket.destroy()
+        resolve({ ok: true, cipher })
+      },
+    )
+    socket.on('error', (error) => resolve({ ok: false, error: error.message }))
+  })
+}
+
+const WEAK_ECDSA = ['ECDHE-ECDSA-AES128-SHA', 'ECDHE-ECDSA-AES256-SHA']
+const WEAK_RSA = [
+  'ECDHE-RSA-AES128-SHA',
+  'ECDHE-RSA-AES256-SHA',
+  'AES128-GCM-SHA256',
+  'AES256-GCM-SHA384',
+  'AES128-SHA',
+  'DHE-RSA-AES128-GCM-SHA256',
+  'DHE-RSA-AES256-GCM-SHA384',
+]
+const STRONG_RSA = ['ECDHE-RSA-AES128-GCM-SHA256', 'ECDHE-RSA-AES256-GCM-SHA384', 'ECDHE-RSA-CHACHA20-POLY1305']
+
+t.test('the API listener: on TLS 1.2 only forward-secret AEAD suites complete a handshake', async (t) => {
+  // The stack's certificate is ECDSA (P-256).
+  for (const suite of WEAK_ECDSA) t.notOk((await handshake(stack.gatewayPorts[0]!, stack.cert, suite)).ok, `${suite} (CBC, SHA-1) is refused`)
+  const ecdsa = await handshake(stack.gatewayPorts[0]!, stack.cert, 'ECDHE-ECDSA-AES128-GCM-SHA256')
+  t.ok(ecdsa.ok, `ECDHE-ECDSA-AES128-GCM-SHA256 is accepted (${ecdsa.error ?? ecdsa.cipher})`)
+
+  // An RSA certificate, so that suites without ECDHE (static RSA, DHE) could be chosen at all.
+  const ca = await makeCa(dir, 'listener-ca', 'rsa')
+  const rsa = await issueCertificate(ca, dir, 'listener-rsa', { usage: 'server', keyType: 'rsa' })
+  const replica = await stack.startReplica({ TLS_CERT_FILE: rsa.certFile, TLS_KEY_FILE: rsa.keyFile })
+  for (const suite of WEAK_RSA) {
+    const result = await handshake(replica.port, ca.cert, suite)
+    t.notOk(result.ok, `${suite} is refused${result.ok ? ` (negotiated ${result.cipher})` : ''}`)
+  }
+  for (const suite of STRONG_RSA) {
+    const result = await handshake(replica.port, ca.cert, suite)
+    t.ok(result.ok, `${suite} is accepted${result.ok ? '' : ` (${result.error})`}`)
+  }
+
+  // The control: a TLS server with Node's defaults and the same certificate accepts the suites the gateway refuses.
+  const plain = createServer({ cert: rsa.cert, key: rsa.key }, (socket) => socket.end())
+  await new Promise<void>((resolve) => plain.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise((resolve) => plain.close(resolve)))
+  const port = (plain.address() as { port: number }).port
+  for (const suite of ['ECDHE-RSA-AES128-SHA', 'AES128-GCM-SHA256'])
+    t.ok((await handshake(port, ca.cert, suite)).ok, `control: Node's defaults accept ${suite}`)
+})

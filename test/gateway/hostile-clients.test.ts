@@ -1,0 +1,206 @@
+/**
+ * What an unauthenticated (or careless) client on the internet can do to the
+ * gateway, tried against a real gateway process over TLS: slow bodies and
+ * headers, oversized targets and headers, floods of invalid keys, spoofed
+ * X-Forwarded-For, Expect: 100-continue, over-deep JSON, a full upstream pool.
+ * None of it may slow down, starve or blind the service for valid keys.
+ */
+import t from 'tap'
+import { connect } from 'node:tls'
+import type { TLSSocket } from 'node:tls'
+import { errorCatalog } from '@scoped/shared/errors'
+import { generateKey } from '@scoped/shared/keys'
+import type { Echo } from '../helpers/echo-upstream.js'
+import { rawHttpsRequest, rawStatus } from '../helpers/https.js'
+import { gatewayFixture } from './fixture.js'
+
+const fixture = await gatewayFixture(t)
+const agencyKey = await fixture.createKey('agency', 'agency key')
+const subKey = await fixture.createKey('sub-account', 'sub key')
+const bearer = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` })
+
+/** A TLS connection to the replica, for bytes no HTTP client would send (or would send that slowly). */
+function openSocket(port: number): Promise<TLSSocket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port, ca: fixture.ca, servername: 'localhost' }, () => resolve(socket))
+    socket.once('error', reject)
+  })
+}
+
+function collect(socket: TLSSocket): Promise<string> {
+  return new Promise((resolve) => {
+    let text = ''
+    socket.on('data', (chunk: Buffer) => (text += chunk.toString('latin1')))
+    socket.on('error', () => resolve(text))
+    socket.on('close', () => resolve(text))
+  })
+}
+
+/** The body of a raw HTTP/1.1 response, de-chunked when it came chunked. */
+function bodyOf(raw: string): string {
+  const split = raw.indexOf('\r\n\r\n')
+  const head = raw.slice(0, split).toLowerCase()
+  let body = raw.slice(split + 4)
+  if (!head.includes('transfer-encoding: chunked')) return body
+  let out = ''
+  for (;;) {
+    const line = body.indexOf('\r\n')
+    const size = parseInt(body.slice(0, line), 16)
+    if (!(size > 0)) return out
+    out += body.slice(line + 2, line + 2 + size)
+    body = body.slice(line + 2 + size + 2)
+  }
+}
+
+function jsonBody(raw: string): { success?: boolean; message?: string } | undefined {
+  try {
+    return JSON.parse(bodyOf(raw)) as { success?: boolean; message?: string }
+  } catch {
+    return undefined
+  }
+}
+
+t.test('160 slow bodies to /console hold no backend connection: an authenticated request is not delayed', async (t) => {
+  const replica = await fixture.startReplica({ GATEWAY_UPSTREAM_CONNECTIONS: '16', GATEWAY_BODY_TIMEOUT_MS: '20000', GATEWAY_REQUEST_TIMEOUT_MS: '30000' })
+  t.equal((await replica.client.request('/v1/agency', { headers: bearer(agencyKey.key) })).status, 200, 'warm')
+  const sockets = await Promise.all(Array.from({ length: 160 }, () => openSocket(replica.ports.api)))
+  t.teardown(() => sockets.forEach((socket) => socket.destroy()))
+  for (const socket of sockets) {
+    socket.on('error', () => undefined)
+    socket.write('POST /console/sign-in HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 8000\r\n\r\ne')
+  }
+  const trickle = setInterval(() => sockets.forEach((socket) => socket.write('m')), 500)
+  t.teardown(() => clearInterval(trickle))
+  await new Promise((resolve) => setTimeout(resolve, 1500))
+  const started = performance.now()
+  const response = await replica.client.request('/v1/agency', { headers: bearer(agencyKey.key) })
+  const elapsed = performance.now() - started
+  t.equal(response.status, 200, 'the authenticated request succeeds')
+  // Held connections would delay it by the 20 s body timeout; the margin is for a busy machine.
+  t.ok(elapsed < 5_000, `and is not delayed by the slow bodies (${elapsed.toFixed(0)} ms)`)
+  t.notOk(fixture.echo.output().includes('echo: POST /console/sign-in'), 'no incomplete body reached the backend')
+})
+
+t.test('deadlines: a body that does not arrive in time gets 408 and is never forwarded; slow headers are cut', async (t) => {
+  const replica = await fixture.startReplica({ GATEWAY_BODY_TIMEOUT_MS: '1000', GATEWAY_HEADERS_TIMEOUT_MS: '1000', GATEWAY_REQUEST_TIMEOUT_MS: '3000' })
+  for (const [path, headers] of [
+    ['/console/sign-in?held=1', ''],
+    ['/v1/agents?held=1', `Authorization: Bearer ${subKey.key}\r\n`],
+  ] as const) {
+    const socket = await openSocket(replica.ports.api)
+    const answer = collect(socket)
+    socket.write(`POST ${path} HTTP/1.1\r\nHost: localhost\r\n${headers}Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"a":`)
+    const raw = await answer
+    t.equal(rawStatus(raw), 408, `${path}: 408`)
+    t.same(jsonBody(raw), { success: false, message: errorCatalog.requestTimeout.message }, 'in the envelope')
+  }
+  t.notOk(fixture.echo.output().includes('held=1'), 'neither reached the backend')
+
+  const socket = await openSocket(replica.ports.api)
+  const answer = collect(socket)
+  socket.write('GET /v1/agents HTTP/1.1\r\nHost: localhost\r\n')
+  const raw = await answer
+  t.ok(raw === '' || rawStatus(raw) === 408, `headers never completed: 408 or closed (${raw.slice(0, 40)})`)
+})
+
+t.test('size caps: a long request target gets 414, a large header block 431, both in the envelope and at once', async (t) => {
+  const replica = await fixture.startReplica()
+  const long = await replica.client.request(`/v1/agents/${'a'.repeat(16_000)}/_live_`)
+  t.equal(long.status, 414)
+  t.same(long.json, { success: false, message: errorCatalog.uriTooLong.message })
+  const valid = await replica.client.request('/v1/agents', { headers: bearer(subKey.key) })
+  t.equal(valid.status, 200, 'the next request is served')
+  const raw = await rawHttpsRequest(replica.ports.api, fixture.ca, `GET /v1/agents HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'b'.repeat(20_000)}\r\n\r\n`)
+  t.equal(rawStatus(raw), 431)
+  t.same(jsonBody(raw), { success: false, message: errorCatalog.headersTooLarge.message })
+  const lines = replica.process.output().split('\n')
+  t.ok(
+    lines.every((line) => line.length < 2_000),
+    'no log line carries the long path',
+  )
+})
+
+t.test('failed authentication is throttled per client address; keys verified in memory keep working', async (t) => {
+  // The test is one address; trusting loopback as a proxy lets X-Forwarded-For stand for many clients.
+  const replica = await fixture.startReplica({ GATEWAY_TRUSTED_PROXIES: '127.0.0.1', GATEWAY_AUTH_FAILURE_LIMIT: '5' })
+  const as = (address: string, key: string): Record<string, string> => ({ ...bearer(key), 'x-forwarded-for': address })
+  t.equal((await replica.client.request('/v1/agents', { headers: as('203.0.113.9', subKey.key) })).status, 200, 'a valid key, now in memory')
+  for (let i = 0; i < 5; i++) {
+    t.equal((await replica.client.request('/v1/agents', { headers: as('203.0.113.9', generateKey()) })).status, 401, `unknown key ${i + 1}: 401`)
+  }
+  const throttled = await replica.client.request('/v1/agents', { headers: as('203.0.113.9', generateKey()) })
+  t.equal(throttled.status, 429)
+  t.same(throttled.json, { success: false, message: errorCatalog.tooManyAuthFailures.message })
+  t.match(throttled.headers['retry-after'], /^\d+$/, 'Retry-After')
+  t.match(throttled.headers['ratelimit-policy'], /;q=5;w=60$/, 'RateLimit-Policy')
+  t.match(throttled.headers['ratelimit'], /;r=0;t=\d+$/, 'RateLimit')
+  t.equal(
+    (await replica.client.request('/v1/agents', { headers: as('203.0.113.9', subKey.key) })).status,
+    200,
+    'the valid key in memory still works from that address',
+  )
+  const fresh = await fixture.createKey('sub-account', 'not yet verified')
+  t.equal((await replica.client.request('/v1/agents', { headers: as('203.0.113.9', fresh.key) })).status, 429, 'a key that needs a lookup waits out the window')
+  t.equal((await replica.client.request('/v1/agents', { headers: as('198.51.100.7', fresh.key) })).status, 200, 'another client is not affected')
+  const echo = (await replica.client.request('/v1/agents', { headers: as('198.51.100.7', fresh.key) })).json as Echo
+  t.equal(echo.headers['x-forwarded-for'], '198.51.100.7', 'the backend is told the client the trusted proxy named')
+})
+
+t.test('X-Forwarded-For from an untrusted peer is ignored: the backend sees the peer, and throttling counts the peer', async (t) => {
+  const replica = await fixture.startReplica()
+  const echo = (await replica.client.request('/v1/agents', { headers: { ...bearer(subKey.key), 'x-forwarded-for': '10.9.9.9', forwarded: 'for=10.9.9.9' } }))
+    .json as Echo
+  t.equal(echo.headers['x-forwarded-for'], '127.0.0.1')
+  t.notOk(echo.headers.forwarded, 'Forwarded is not passed on')
+  const session = (await replica.client.request('/console/sign-in', { headers: { 'x-forwarded-for': '10.9.9.9' } })).json as Echo
+  t.equal(session.headers['x-forwarded-for'], '127.0.0.1', 'console routes too')
+})
+
+t.test('Expect: 100-continue works on every method with a body, and is not passed on', async (t) => {
+  const replica = await fixture.startReplica()
+  for (const method of ['POST', 'PUT', 'PATCH', 'DELETE'] as const) {
+    const body = JSON.stringify({ name: `via ${method}` })
+    // As curl and .NET do: the headers, then the body only once the server has said 100 Continue.
+    const socket = await openSocket(replica.ports.api)
+    const answer = collect(socket)
+    socket.write(
+      `${method} /v1/contacts HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${subKey.key}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
+    )
+    await new Promise<void>((resolve) =>
+      socket.once('data', (chunk: Buffer) => (t.match(chunk.toString(), /^HTTP\/1\.1 100 Continue/, `${method}: 100 Continue`), resolve())),
+    )
+    socket.write(body)
+    const raw = await answer
+    const final = raw.slice(raw.indexOf('\r\n\r\n') + 4)
+    t.equal(rawStatus(final), 200, `${method} answered`)
+    const echo = jsonBody(final) as unknown as Echo
+    t.same(JSON.parse(echo.body), { name: `via ${method}` }, `${method}: the body arrived`)
+    t.notOk(echo.headers.expect, 'no Expect upstream')
+  }
+})
+
+t.test('JSON nesting is bounded on API routes (400, never a 500); console bodies are not parsed at the gateway', async (t) => {
+  const replica = await fixture.startReplica()
+  const deep = '['.repeat(500_000) + ']'.repeat(500_000)
+  const api = await replica.client.request('/v1/contacts', {
+    method: 'POST',
+    headers: { ...bearer(subKey.key), 'content-type': 'application/json' },
+    body: deep,
+  })
+  t.equal(api.status, 400)
+  t.same(api.json, { success: false, message: errorCatalog.tooDeep.message })
+  const console = await replica.client.request('/console/sign-in', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '[[[1]]]' })
+  t.equal((console.json as Echo).body, '[[[1]]]', 'forwarded byte for byte')
+})
+
+t.test('a full upstream pool answers 503 at once instead of queueing without end', async (t) => {
+  const replica = await fixture.startReplica({ GATEWAY_UPSTREAM_CONNECTIONS: '2', GATEWAY_UPSTREAM_QUEUE: '0' })
+  const slow = [1, 2].map(() => replica.client.request('/v1/agents', { headers: { ...bearer(subKey.key), 'x-echo-delay-ms': '800' } }))
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  const busy = await replica.client.request('/v1/agents', { headers: bearer(subKey.key) })
+  t.equal(busy.status, 503)
+  t.same(busy.json, { success: false, message: errorCatalog.upstreamBusy.message })
+  for (const response of await Promise.all(slow)) t.equal(response.status, 200, 'the requests holding the pool complete')
+  t.equal((await replica.client.request('/v1/agents', { headers: bearer(subKey.key) })).status, 200, 'and the pool serves again')
+})
