@@ -15,10 +15,7 @@ import { createTestRedis } from '../helpers/redis.js'
 import type { TestRedis } from '../helpers/redis.js'
 import { agencyTenant, listen, tenantClient } from '../helpers/signed-request.js'
 import type { TenantClient } from '../helpers/signed-request.js'
-
-interface Teardown {
-  teardown(fn: () => unknown): void
-}
+import type { Teardown } from '../helpers/teardown.js'
 
 export function newSecret(): string {
   return randomBytes(24).toString('hex')

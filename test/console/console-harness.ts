@@ -15,10 +15,7 @@ import { TenantStore } from '@scoped/agency-service/tenants'
 import type { Role } from '@scoped/agency-service/tenants'
 import { consolePlugin } from '@scoped/agency-service/console/index'
 import { createTestDatabase } from '../helpers/database.js'
-
-interface Teardown {
-  teardown(fn: () => unknown): void
-}
+import type { Teardown } from '../helpers/teardown.js'
 
 /** A clock the test moves by hand. */
 export class TestClock {

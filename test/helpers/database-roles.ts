@@ -9,10 +9,7 @@ import { randomBytes } from 'node:crypto'
 import pg from 'pg'
 import { serverUrl } from './database.js'
 import type { TestDatabase } from './database.js'
-
-interface Teardown {
-  teardown(fn: () => unknown): void
-}
+import type { Teardown } from './teardown.js'
 
 export type ServiceGroupRole = 'scoped_gateway' | 'scoped_resource' | 'scoped_agency'
 

@@ -8,6 +8,7 @@ import pg from 'pg'
 import { createPool } from '@scoped/shared/db'
 import type { Pool } from '@scoped/shared/db'
 import { migrate } from '@scoped/shared/migrate'
+import type { Teardown } from './teardown.js'
 
 export const serverUrl = process.env['TEST_POSTGRES_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 
@@ -15,10 +16,6 @@ export interface TestDatabase {
   name: string
   url: string
   pool: Pool
-}
-
-interface Teardown {
-  teardown(fn: () => unknown): void
 }
 
 async function admin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {

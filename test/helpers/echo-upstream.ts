@@ -32,6 +32,7 @@ import type { Tenant } from '@scoped/shared/tenant-signature'
 import { AGENCY_SERVICE_AUDIENCE, contentDigest, DEFAULT_REPLAY_WINDOW_SECONDS, tenantHeaders, verifyTenantHeaders } from '@scoped/shared/tenant-signature'
 import type { TenantVerifierRefusal } from '@scoped/shared/tenant-verifier'
 import { NonceMemory } from '@scoped/shared/tenant-verifier'
+import type { Teardown } from './teardown.js'
 
 export interface Echo {
   method: string
@@ -54,10 +55,6 @@ function sameDigest(a: string, b: string): boolean {
   const left = Buffer.from(a)
   const right = Buffer.from(b)
   return left.length === right.length && timingSafeEqual(left, right)
-}
-
-interface Teardown {
-  teardown(fn: () => unknown): void
 }
 
 /**

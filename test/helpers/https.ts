@@ -10,10 +10,7 @@ import { join } from 'node:path'
 import { generate } from 'selfsigned'
 import { Agent } from 'undici'
 import type { Dispatcher } from 'undici'
-
-interface Teardown {
-  teardown(fn: () => unknown): void
-}
+import type { Teardown } from './teardown.js'
 
 export interface HttpsResponse {
   status: number

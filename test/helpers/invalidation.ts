@@ -21,10 +21,7 @@ import type { InvalidationMessage } from '@scoped/shared/key-state'
 import { KeyStateCodec, redisNames } from '@scoped/shared/key-state'
 import { pollInvalidations, readRecentInvalidations, leaveRegistry } from '@scoped/shared/key-store'
 import { connectRedis, createRedis } from '@scoped/shared/redis'
-
-interface Teardown {
-  teardown(fn: () => unknown): void
-}
+import type { Teardown } from './teardown.js'
 
 /** A fresh key-cache secret (what KEY_CACHE_SECRET holds). */
 export function newKeyCacheSecret(): Buffer {

@@ -6,14 +6,11 @@ import { spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
+import type { Teardown } from './teardown.js'
 
 export const projectRoot = fileURLToPath(new URL('../..', import.meta.url))
 /** Node flags that run a TypeScript entry point of this workspace, as the npm scripts do. */
 export const tsNodeArgs = ['--import', 'tsx', '--conditions=scoped-dev']
-
-interface Teardown {
-  teardown(fn: () => unknown): void
-}
 
 export type ProcessEnv = Record<string, string | undefined>
 

@@ -16,10 +16,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { freePort } from './processes.js'
-
-interface Teardown {
-  teardown(fn: () => unknown): void
-}
+import type { Teardown } from './teardown.js'
 
 export interface SentinelDeployment {
   /** redis+sentinel://127.0.0.1:<sentinel port>/<master name>: REDIS_URL for every process. */

@@ -14,10 +14,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { freePort } from './processes.js'
-
-interface Teardown {
-  teardown(fn: () => unknown): void
-}
+import type { Teardown } from './teardown.js'
 
 export interface PrivateRedis {
   /** redis://127.0.0.1:<port>, the same across stop and start. */

@@ -5,12 +5,9 @@
  */
 import { randomBytes } from 'node:crypto'
 import { Redis } from 'ioredis'
+import type { Teardown } from './teardown.js'
 
 export const redisUrl = process.env['TEST_REDIS_URL'] ?? 'redis://127.0.0.1:6379'
-
-interface Teardown {
-  teardown(fn: () => unknown): void
-}
 
 export interface TestRedis {
   url: string

@@ -10,10 +10,7 @@ import { randomBytes } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import type { SigningSecret, Tenant } from '@scoped/shared/tenant-signature'
 import { contentDigest, defaultAudience, signTenantHeaders } from '@scoped/shared/tenant-signature'
-
-interface Teardown {
-  teardown(fn: () => unknown): void
-}
+import type { Teardown } from './teardown.js'
 
 /** Listens on a free port of 127.0.0.1 and closes at teardown; answers the base URL. */
 export async function listen(t: Teardown, app: FastifyInstance): Promise<string> {

@@ -10,10 +10,7 @@ import { createTestDatabase } from '../helpers/database.js'
 import type { TestDatabase } from '../helpers/database.js'
 import { listen, subAccountTenant, tenantClient } from '../helpers/signed-request.js'
 import type { TenantClient } from '../helpers/signed-request.js'
-
-interface Teardown {
-  teardown(fn: () => unknown): void
-}
+import type { Teardown } from '../helpers/teardown.js'
 
 export function newSecret(): string {
   return randomBytes(24).toString('hex')
