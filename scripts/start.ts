@@ -5,8 +5,6 @@
  * services start, then agency-service, resource-service and the gateway as
  * child processes. Ctrl-C (or SIGTERM) stops them all cleanly.
  */
-import { spawn } from 'node:child_process'
-import type { ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { createWriteStream, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
@@ -15,6 +13,8 @@ import { readDatabaseUrl, readPort, readRedisUrl, readSecret, runMain } from '@s
 import { migrate } from '@scoped/shared/migrate'
 import { startEmbeddedPostgres } from './embedded-postgres.js'
 import type { EmbeddedPostgres } from './embedded-postgres.js'
+import { spawnUntilReady } from '../test/helpers/spawn.js'
+import type { Spawned } from '../test/helpers/spawn.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const dataRoot = join(root, '.data')
@@ -37,44 +37,25 @@ function say(line = ''): void {
 }
 
 /** Starts a service, its log going to .data/logs/<name>.log; resolves when it reports ready. */
-function startService(service: Service, env: NodeJS.ProcessEnv): Promise<ChildProcess> {
+async function startService(service: Service, env: NodeJS.ProcessEnv): Promise<Spawned> {
   const log = createWriteStream(join(logDir, `${service.name}.log`), { flags: 'a' })
-  // detached: a Ctrl-C in the terminal reaches only this process, which then stops the services in order.
-  const child = spawn(process.execPath, [...process.execArgv, service.entry], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
-  child.stdout.pipe(log)
-  child.stderr.pipe(log)
-  return new Promise((resolve, reject) => {
-    let seen = ''
-    const timer = setTimeout(() => reject(new Error(`${service.name} did not start within 60 s; see ${join('.data/logs', `${service.name}.log`)}`)), 60_000)
-    const watch = (chunk: Buffer): void => {
-      seen = (seen + chunk.toString()).slice(-64 * 1024)
-      if (service.ready.test(seen)) {
-        clearTimeout(timer)
-        child.stdout.off('data', watch)
-        child.stderr.off('data', watch)
-        resolve(child)
-      }
-    }
-    child.stdout.on('data', watch)
-    child.stderr.on('data', watch)
-    child.once('exit', (code) => {
-      clearTimeout(timer)
-      const lastLines = seen.trim().split('\n').slice(-3).join('\n')
-      reject(new Error(`${service.name} exited with status ${code} while starting:\n${lastLines}`))
+  try {
+    return await spawnUntilReady({
+      name: service.name,
+      command: process.execPath,
+      args: [...process.execArgv, service.entry],
+      env,
+      cwd: root,
+      ready: service.ready,
+      timeoutMs: 60_000,
+      keepOutput: 64 * 1024,
+      log,
+      // A Ctrl-C in the terminal reaches only this process, which then stops the services in order.
+      detached: true,
     })
-  })
-}
-
-function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve()
-  return new Promise((resolve) => {
-    const force = setTimeout(() => child.kill('SIGKILL'), 15_000)
-    child.once('exit', () => {
-      clearTimeout(force)
-      resolve()
-    })
-    child.kill('SIGTERM')
-  })
+  } catch (error) {
+    throw new Error(`${error instanceof Error ? error.message : String(error)}\n(the whole log: .data/logs/${service.name}.log)`, { cause: error })
+  }
 }
 
 async function main(): Promise<void> {
@@ -88,19 +69,19 @@ async function main(): Promise<void> {
   mkdirSync(logDir, { recursive: true })
 
   let embedded: EmbeddedPostgres | undefined
-  const children: ChildProcess[] = []
+  const children: Spawned[] = []
   let stopping = false
   const stop = async (code: number): Promise<void> => {
     if (stopping) return
     stopping = true
     say('\nstopping…')
     // The gateway first, so no request reaches a backend that is going away.
-    for (const child of [...children].reverse()) await stopChild(child)
+    for (const child of [...children].reverse()) await child.stop('SIGTERM', 15_000)
     await embedded?.stop()
     process.exit(code)
   }
   // Should this process die another way, take the services with it.
-  process.on('exit', () => children.forEach((child) => child.kill('SIGKILL')))
+  process.on('exit', () => children.forEach((child) => child.child.kill('SIGKILL')))
   process.on('SIGINT', () => void stop(0))
   process.on('SIGTERM', () => void stop(0))
 
@@ -117,7 +98,7 @@ async function main(): Promise<void> {
     try {
       const child = await startService(service, childEnvironment)
       children.push(child)
-      child.once('exit', (code) => {
+      void child.exited.then((code) => {
         if (stopping) return
         process.stderr.write(`${service.name} exited unexpectedly (status ${code}); see .data/logs/${service.name}.log\n`)
         void stop(1)

@@ -5,40 +5,20 @@
  * under a fresh key prefix (removed at the end), one agency and sub-account,
  * keys inserted straight into api_keys, and a self-signed certificate.
  */
-import { randomBytes } from 'node:crypto'
-import { writeFileSync } from 'node:fs'
-import { join } from 'node:path'
-import pg from 'pg'
 import { Redis } from 'ioredis'
-import { generate } from 'selfsigned'
+import { makeCertificate } from '../../test/helpers/https.js'
+import { temporaryDatabase as createDatabase } from '../../test/helpers/database.js'
+import type { TemporaryDatabase } from '../../test/helpers/database.js'
 import type { Pool } from '@scoped/shared/db'
 import { hashKey, keyHint } from '@scoped/shared/keys'
 
-export interface Database {
-  url: string
-  drop(): Promise<void>
-}
+export type Database = TemporaryDatabase
 
 export async function temporaryDatabase(): Promise<Database> {
-  const server = new URL(process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres')
-  const name = `sak_bench_${randomBytes(4).toString('hex')}`
-  const admin = new pg.Client({ connectionString: server.href })
-  await admin.connect().catch((error: unknown) => {
+  const server = process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+  return createDatabase(server, 'sak_bench').catch((error: unknown) => {
     throw new Error(`the benchmark needs Postgres: set DATABASE_URL or run one on 127.0.0.1:5432 (${String(error)})`, { cause: error })
   })
-  await admin.query(`CREATE DATABASE ${name}`)
-  await admin.end()
-  const url = new URL(server.href)
-  url.pathname = `/${name}`
-  return {
-    url: url.href,
-    async drop() {
-      const client = new pg.Client({ connectionString: server.href })
-      await client.connect()
-      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-      await client.end()
-    },
-  }
 }
 
 export async function connectRedis(url: string): Promise<Redis> {
@@ -83,17 +63,7 @@ export async function insertKeys(pool: Pool, tenant: Tenant, keys: readonly stri
   )
 }
 
-export interface Certificate {
-  certFile: string
-  keyFile: string
-}
+export type Certificate = Pick<Awaited<ReturnType<typeof makeCertificate>>, 'certFile' | 'keyFile'>
 
-/** One self-signed certificate for every TLS target (bare proxy, gateway, nginx). */
-export async function certificate(dir: string): Promise<Certificate> {
-  const pems = await generate([{ name: 'commonName', value: 'localhost' }], { keySize: 2048, algorithm: 'sha256' })
-  const certFile = join(dir, 'cert.pem')
-  const keyFile = join(dir, 'key.pem')
-  writeFileSync(certFile, pems.cert)
-  writeFileSync(keyFile, pems.private, { mode: 0o600 })
-  return { certFile, keyFile }
-}
+/** One self-signed certificate for every TLS target (bare proxy, gateway, nginx): the tests' own. */
+export const certificate = (dir: string): Promise<Certificate> => makeCertificate(dir)

@@ -3,10 +3,9 @@
  * pipe would stall them under load) but the last few KiB kept for an error
  * message, stopped by their own pid, and killed if the orchestrator exits.
  */
-import { spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
-import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
+import { spawnUntilReady } from '../../test/helpers/spawn.js'
 
 export const root = fileURLToPath(new URL('../../', import.meta.url))
 
@@ -28,10 +27,10 @@ export interface Started {
 }
 
 /**
- * Starts `command` and resolves once `ready` holds: a pattern of its output,
- * or a probe (polled every 100 ms). Rejects if it exits first or takes longer than `timeoutMs`.
+ * Starts `command` (the toolkit's spawnUntilReady, keeping the last 16 KiB of
+ * its output) and resolves once `ready` holds; killed if the orchestrator exits.
  */
-export function start(
+export async function start(
   name: string,
   command: string,
   args: string[],
@@ -39,68 +38,17 @@ export function start(
   ready: RegExp | (() => Promise<boolean>),
   timeoutMs = 30_000,
 ): Promise<Started> {
-  const child = spawn(command, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
-  track(child)
-  let output = Buffer.alloc(0)
-  const keep = (chunk: Buffer): void => {
-    output = Buffer.concat([output, chunk])
-    if (output.length > 16_384) output = output.subarray(output.length - 8_192)
-  }
-  child.stdout!.on('data', keep)
-  child.stderr!.on('data', keep)
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-  const started: Started = {
+  const launched = spawnUntilReady({ name, command, args, env: { ...process.env, ...env }, cwd: root, ready, timeoutMs, keepOutput: 16_384 })
+  const spawned = await launched
+  track(spawned.child)
+  return {
     name,
-    pid: child.pid ?? -1,
-    tail: () => output.toString().trim().split('\n').slice(-20).join('\n'),
+    pid: spawned.pid,
+    tail: () => spawned.tail(),
     async stop(graceMs = 10_000) {
-      if (child.exitCode !== null || child.signalCode !== null) return
-      child.kill('SIGTERM')
-      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs)
-      await exited
-      clearTimeout(timer)
+      await spawned.stop('SIGTERM', graceMs)
     },
   }
-  return new Promise((resolve, reject) => {
-    let settled = false
-    const settle = (error?: Error): void => {
-      if (settled) return
-      settled = true
-      clearTimeout(timer)
-      clearInterval(poll)
-      child.stdout!.off('data', check)
-      child.stderr!.off('data', check)
-      if (error === undefined) resolve(started)
-      else {
-        child.kill('SIGKILL')
-        reject(error)
-      }
-    }
-    const timer = setTimeout(() => settle(new Error(`${name} not ready after ${timeoutMs} ms:\n${started.tail()}`)), timeoutMs)
-    let poll: NodeJS.Timeout | undefined
-    const check = (): void => {
-      if (ready instanceof RegExp && ready.test(output.toString())) settle()
-    }
-    if (ready instanceof RegExp) {
-      child.stdout!.on('data', check)
-      child.stderr!.on('data', check)
-    } else {
-      let probing = false
-      poll = setInterval(() => {
-        if (probing) return
-        probing = true
-        ready().then(
-          (ok) => {
-            probing = false
-            if (ok) settle()
-          },
-          () => (probing = false),
-        )
-      }, 100)
-    }
-    child.once('error', (error) => settle(new Error(`${name} could not start: ${error.message}`)))
-    child.once('exit', (code, signal) => settle(new Error(`${name} exited (${code ?? signal}) before it was ready:\n${started.tail()}`)))
-  })
 }
 
 /** A Node script of this repository, with the orchestrator's loader flags (tsx, the scoped-dev condition). */
@@ -108,11 +56,4 @@ export function startNode(name: string, script: string, args: string[], env: Nod
   return start(name, process.execPath, [...process.execArgv, script, ...args], env, ready)
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))))
-    })
-  })
-}
+export { freePort } from '../../test/helpers/processes.js'

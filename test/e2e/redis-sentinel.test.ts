@@ -91,7 +91,7 @@ t.test('failovers of the Redis primary under load', async (t) => {
       flowing = false
     })
     try {
-      await sleep(500)
+      await eventually('traffic flowing before the failover', async () => sent >= 5)
       const oldPrimary = await failOver()
       // A key never seen before, while the primary changes: Redis fails fast and Postgres answers.
       t.equal((await client.request('/v1/contacts', { headers: bearer(freshKey.key) })).status, 200, 'a key first used during the failover')
@@ -103,7 +103,9 @@ t.test('failovers of the Redis primary under load', async (t) => {
         return names.some((name) => name.startsWith('gateway-subscriber-')) && names.some((name) => name.startsWith('gateway-commands-'))
       })
       await eventually('the gateway subscribed again', async () => (await subscribed()) === 1)
-      await sleep(500)
+      // However slow the machine, the traffic runs on until it has sent enough to judge it by.
+      const before = sent
+      await eventually('10 more requests after the failover', async () => sent >= Math.max(20, before + 10))
     } finally {
       flowing = false
       await traffic

@@ -8,44 +8,14 @@
  * revoke has returned.
  */
 import t from 'tap'
-import { createServer, connect } from 'node:net'
-import type { Server, Socket } from 'node:net'
 import { errorCatalog } from '@scoped/shared/errors'
 import { generateKey, hashKey } from '@scoped/shared/keys'
 import { STALE_AFTER_MS } from '@scoped/shared/key-invalidation'
 import { KeyStateCodec, redisNames } from '@scoped/shared/key-state'
 import { readKeyCacheSecret } from '@scoped/shared/secrets'
 import { freePort, runCtl } from '../helpers/processes.js'
+import { cuttableProxy } from '../helpers/cuttable-proxy.js'
 import { gatewayFixture } from './fixture.js'
-
-/** A TCP proxy to Postgres that the test can cut and restore, on a fixed port. */
-async function postgresProxy(t: { teardown(fn: () => unknown): void }): Promise<{ port: number; cut(): Promise<void>; restore(): Promise<void> }> {
-  const target = new URL(fixture.db.url)
-  const port = await freePort()
-  const sockets = new Set<Socket>()
-  let server: Server | undefined
-  const listen = (): Promise<void> =>
-    new Promise((resolve) => {
-      server = createServer((client) => {
-        const upstream = connect(Number(target.port || 5432), target.hostname)
-        for (const socket of [client, upstream]) {
-          sockets.add(socket)
-          socket.on('close', () => sockets.delete(socket))
-          socket.on('error', () => undefined)
-        }
-        client.pipe(upstream).pipe(client)
-      })
-      server.listen(port, '127.0.0.1', resolve)
-    })
-  const cut = (): Promise<void> =>
-    new Promise((resolve) => {
-      for (const socket of sockets) socket.destroy()
-      server?.close(() => resolve())
-    })
-  await listen()
-  t.teardown(cut)
-  return { port, cut, restore: listen }
-}
 
 const fixture = await gatewayFixture(t)
 /** Replicas in this file run without Redis unless a test says otherwise, so every key check reaches Postgres. */
@@ -54,9 +24,8 @@ const noRedis = { REDIS_URL: '', REDIS_KEY_PREFIX: '' }
 t.test(
   'Postgres unreachable: 503 in the envelope, never 401; a warm key is served from memory no longer than STALE_AFTER_MS; back to normal when it returns',
   async (t) => {
-    const proxy = await postgresProxy(t)
-    const url = new URL(fixture.db.url)
-    url.port = String(proxy.port)
+    const proxy = await cuttableProxy(t, fixture.db.url)
+    const url = new URL(proxy.url)
     const key = await fixture.createKey('sub-account', 'pg down')
     const replica = await fixture.startReplica({ ...noRedis, DATABASE_URL: url.href })
     const get = (presented: string) => replica.client.request('/v1/agents', { headers: { 'x-api-key': presented } })

@@ -8,8 +8,6 @@
  * poll was sent; and it leaves the registry when it stops.
  */
 import { randomUUID } from 'node:crypto'
-import { connect, createServer } from 'node:net'
-import type { Server, Socket } from 'node:net'
 import t from 'tap'
 import type { Test } from 'tap'
 import { createPool, inTransaction } from '@scoped/shared/db'
@@ -26,6 +24,7 @@ import { parseRouteMap } from '@scoped/gateway/route-map'
 import { createTestDatabase } from '../helpers/database.js'
 import { createTestTenants } from '../helpers/tenants.js'
 import { freePort } from '../helpers/processes.js'
+import { cuttableProxy } from '../helpers/cuttable-proxy.js'
 
 const log = createLogger('test', 'silent')
 const metrics = new GatewayMetrics(parseRouteMap('routes:\n  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "http://127.0.0.1:1" }\n', 'test'))
@@ -82,36 +81,6 @@ async function warm(cache: KeyCache, hash: string): Promise<boolean> {
 async function registered(replicaId: string): Promise<boolean> {
   const { rows } = await db.pool.query('SELECT 1 FROM gateway_replicas WHERE replica_id = $1', [replicaId])
   return rows.length === 1
-}
-
-/** A TCP proxy to the test database that the test can cut (its port then refuses connections) and restore. */
-async function postgresProxy(t: Test): Promise<{ port: number; cut(): Promise<void>; restore(): Promise<void> }> {
-  const target = new URL(db.url)
-  const port = await freePort()
-  const sockets = new Set<Socket>()
-  let server: Server | undefined
-  const restore = (): Promise<void> =>
-    new Promise((resolve) => {
-      server = createServer((client) => {
-        const upstream = connect(Number(target.port || 5432), target.hostname)
-        for (const socket of [client, upstream]) {
-          sockets.add(socket)
-          socket.on('close', () => sockets.delete(socket))
-          socket.on('error', () => undefined)
-        }
-        client.pipe(upstream).pipe(client)
-      })
-      server.listen(port, '127.0.0.1', resolve)
-    })
-  const cut = (): Promise<void> =>
-    new Promise((resolve) => {
-      for (const socket of sockets) socket.destroy()
-      if (server?.listening) server.close(() => resolve())
-      else resolve()
-    })
-  await restore()
-  t.teardown(cut)
-  return { port, cut, restore }
 }
 
 for (const action of ['revoke', 'delete'] as const) {
@@ -191,9 +160,8 @@ t.test('Postgres unreachable from the start: the follower starts, and its cache 
 })
 
 t.test('Postgres lost: the cache stops being current staleAfterMs after the last successful poll was sent, and recovers', async (t) => {
-  const proxy = await postgresProxy(t)
-  const url = new URL(db.url)
-  url.port = String(proxy.port)
+  const proxy = await cuttableProxy(t, db.url)
+  const url = new URL(proxy.url)
   const pool = createPool(url.href, { max: 2 })
   t.teardown(() => pool.end())
   const staleAfterMs = 400

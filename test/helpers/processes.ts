@@ -3,10 +3,11 @@
  * (gateway, backends) that are stopped at teardown.
  */
 import { spawn } from 'node:child_process'
-import type { ChildProcess } from 'node:child_process'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import type { Teardown } from './teardown.js'
+import { spawnUntilReady } from './spawn.js'
+import type { Spawned } from './spawn.js'
 
 export const projectRoot = fileURLToPath(new URL('../..', import.meta.url))
 /** Node flags that run a TypeScript entry point of this workspace, as the npm scripts do. */
@@ -79,42 +80,26 @@ export function freePort(): Promise<number> {
   })
 }
 
-export interface RunningProcess {
-  child: ChildProcess
-  output: () => string
-  stop: (signal?: NodeJS.Signals) => Promise<number | null>
-}
+export type RunningProcess = Spawned
 
 /**
  * Starts `entry` (a path from the project root) and resolves once `ready`
- * matches its output; rejects if it exits first or takes longer than `timeoutMs`.
+ * matches its output; rejects if it exits first or takes longer than
+ * `timeoutMs`. Killed at teardown.
  */
-export function startProcess(t: Teardown, entry: string, env: ProcessEnv, ready: RegExp, timeoutMs = 20_000): Promise<RunningProcess> {
-  const child = spawn(process.execPath, [...tsNodeArgs, entry], { cwd: projectRoot, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
-  let output = ''
-  let exited = false
-  const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => ((exited = true), resolve(code))))
-  const stop = async (signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> => {
-    if (!exited) child.kill(signal)
-    return exit
-  }
-  t.teardown(() => stop('SIGKILL'))
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${entry} not ready after ${timeoutMs} ms:\n${output}`)), timeoutMs)
-    const onData = (chunk: Buffer): void => {
-      output += chunk.toString()
-      if (ready.test(output)) {
-        clearTimeout(timer)
-        resolve({ child, output: () => output, stop })
-      }
-    }
-    child.stdout?.on('data', onData)
-    child.stderr?.on('data', onData)
-    void exit.then((code) => {
-      clearTimeout(timer)
-      reject(new Error(`${entry} exited with ${code} before it was ready:\n${output}`))
-    })
+export async function startProcess(t: Teardown, entry: string, env: ProcessEnv, ready: RegExp, timeoutMs = 20_000): Promise<RunningProcess> {
+  const started = spawnUntilReady({
+    name: entry,
+    command: process.execPath,
+    args: [...tsNodeArgs, entry],
+    env: childEnv(env),
+    cwd: projectRoot,
+    ready,
+    timeoutMs,
   })
+  const running = await started
+  t.teardown(() => running.stop('SIGKILL'))
+  return running
 }
 
 /** Runs `entry` until it exits by itself (a start that must fail, say); answers its status and stderr. */

@@ -9,14 +9,15 @@
  *
  * Nothing here touches the shared Redis on 6379.
  */
-import { spawn } from 'node:child_process'
-import type { ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { freePort } from './processes.js'
 import type { Teardown } from './teardown.js'
+import { spawnUntilReady } from './spawn.js'
+import type { Spawned } from './spawn.js'
+import { waitFor } from './wait-for.js'
 
 export interface SentinelDeployment {
   /** redis+sentinel://127.0.0.1:<sentinel port>/<master name>: REDIS_URL for every process. */
@@ -38,38 +39,13 @@ export interface SentinelDeployment {
 }
 
 const START_TIMEOUT_MS = 10_000
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
-
 interface Node {
   port: number
-  child: ChildProcess
-  exited: Promise<void>
+  process: Spawned
 }
 
-function launch(command: string, args: string[], ready: RegExp, what: string): Promise<Node & { output: () => string }> {
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] })
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-  let output = ''
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${what} not ready after ${START_TIMEOUT_MS} ms:\n${output}`)), START_TIMEOUT_MS)
-    const onData = (chunk: Buffer): void => {
-      output += chunk.toString()
-      if (ready.test(output)) {
-        clearTimeout(timer)
-        resolve({ port: 0, child, exited, output: () => output })
-      }
-    }
-    child.stdout?.on('data', onData)
-    child.stderr?.on('data', onData)
-    child.once('error', (error) => {
-      clearTimeout(timer)
-      reject(error)
-    })
-    void exited.then(() => {
-      clearTimeout(timer)
-      reject(new Error(`${what} exited before it was ready:\n${output}`))
-    })
-  })
+function launch(command: string, args: string[], ready: RegExp, name: string, cwd: string): Promise<Spawned> {
+  return spawnUntilReady({ name, command, args, env: process.env, cwd, ready, timeoutMs: START_TIMEOUT_MS, keepOutput: 16_384 })
 }
 
 async function withClient<T>(port: number, work: (client: Redis) => Promise<T>): Promise<T> {
@@ -83,27 +59,16 @@ async function withClient<T>(port: number, work: (client: Redis) => Promise<T>):
   }
 }
 
-async function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  let last: unknown
-  for (;;) {
-    try {
-      const value = await probe()
-      if (value !== undefined) return value
-    } catch (error) {
-      last = error
-    }
-    if (Date.now() > deadline) throw new Error(`${what} within ${timeoutMs} ms${last === undefined ? '' : `: ${String(last)}`}`)
-    await sleep(100)
-  }
+/** waitFor, where a probe that throws (a node restarting) counts as not yet. */
+function until<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  return waitFor(() => probe().catch(() => undefined), what, timeoutMs, 100)
 }
 
 export async function startSentinelDeployment(t: Teardown, masterName = 'scoped-test'): Promise<SentinelDeployment> {
   const dir = mkdtempSync(join(tmpdir(), 'redis-sentinel-'))
   const nodes: Node[] = []
   t.teardown(async () => {
-    for (const node of nodes) if (node.child.exitCode === null && node.child.signalCode === null) node.child.kill('SIGKILL')
-    await Promise.all(nodes.map((node) => node.exited))
+    await Promise.all(nodes.map((node) => node.process.stop('SIGKILL')))
     rmSync(dir, { recursive: true, force: true })
   })
 
@@ -126,7 +91,7 @@ export async function startSentinelDeployment(t: Teardown, masterName = 'scoped-
       'no',
       ...extra,
     ]
-    const node = { ...(await launch('redis-server', args, /Ready to accept connections/, `redis-server ${name}`)), port }
+    const node = { port, process: await launch('redis-server', args, /Ready to accept connections/, `redis-server ${name}`, dir) }
     nodes.push(node)
     return node
   }
@@ -159,7 +124,7 @@ export async function startSentinelDeployment(t: Teardown, masterName = 'scoped-
     ].join('\n'),
   )
   const [command, args] = existsSync('/usr/bin/redis-sentinel') ? ['redis-sentinel', [config]] : ['redis-server', [config, '--sentinel']]
-  const sentinel = { ...(await launch(command, args, /\+monitor master/, 'redis sentinel')), port: sentinelPort }
+  const sentinel = { port: sentinelPort, process: await launch(command, args, /\+monitor master/, 'redis sentinel', dir) }
   nodes.push(sentinel)
   // The Sentinel learns of the replicas from the primary's INFO; it can fail over only to a replica it knows, in sync.
   async function healthyReplicas(): Promise<number> {
@@ -188,8 +153,7 @@ export async function startSentinelDeployment(t: Teardown, masterName = 'scoped-
       const port = await primaryPort()
       const node = nodes.find((candidate) => candidate.port === port)
       if (node === undefined) throw new Error(`no node on ${port}`)
-      node.child.kill('SIGKILL')
-      await node.exited
+      await node.process.stop('SIGKILL')
       return port
     },
     clientNames(port) {

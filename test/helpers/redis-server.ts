@@ -7,14 +7,14 @@
  *
  * Nothing here touches the shared Redis on 6379.
  */
-import { spawn } from 'node:child_process'
-import type { ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { freePort } from './processes.js'
 import type { Teardown } from './teardown.js'
+import { spawnUntilReady } from './spawn.js'
+import type { Spawned } from './spawn.js'
 
 export interface PrivateRedis {
   /** redis://127.0.0.1:<port>, the same across stop and start. */
@@ -42,65 +42,28 @@ export async function startRedisServer(t: Teardown): Promise<PrivateRedis> {
   const dir = mkdtempSync(join(tmpdir(), 'redis-fault-'))
   const url = `redis://127.0.0.1:${port}`
   const clients: Redis[] = []
-  let child: ChildProcess | undefined
-  let exited: Promise<void> = Promise.resolve()
+  let server: Spawned | undefined
 
-  function launch(): Promise<void> {
-    const args = [
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--dir',
-      dir,
-      '--daemonize',
-      'no',
-      '--protected-mode',
-      'no',
-      '--loglevel',
-      'notice',
-    ]
-    const server = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] })
-    child = server
-    exited = new Promise<void>((resolve) => server.once('exit', () => resolve()))
-    let output = ''
-    return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`redis-server on ${port} not ready after ${START_TIMEOUT_MS} ms:\n${output}`)), START_TIMEOUT_MS)
-      const onData = (chunk: Buffer): void => {
-        output += chunk.toString()
-        if (READY.test(output)) {
-          clearTimeout(timer)
-          server.stdout?.off('data', onData)
-          server.stderr?.off('data', onData)
-          // Keep draining its output so a full pipe never blocks it.
-          server.stdout?.resume()
-          server.stderr?.resume()
-          resolve()
-        }
-      }
-      server.stdout?.on('data', onData)
-      server.stderr?.on('data', onData)
-      server.once('error', (error) => {
-        clearTimeout(timer)
-        reject(error)
-      })
-      void exited.then(() => {
-        clearTimeout(timer)
-        reject(new Error(`redis-server on ${port} exited before it was ready:\n${output}`))
-      })
+  async function launch(): Promise<void> {
+    const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir]
+    args.push('--daemonize', 'no', '--protected-mode', 'no', '--loglevel', 'notice')
+    server = await spawnUntilReady({
+      name: `redis-server on ${port}`,
+      command: 'redis-server',
+      args,
+      env: process.env,
+      cwd: dir,
+      ready: READY,
+      timeoutMs: START_TIMEOUT_MS,
+      keepOutput: 16_384,
     })
   }
 
   async function stop(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
-    const server = child
-    if (server === undefined) return
-    child = undefined
-    if (server.exitCode === null && server.signalCode === null) server.kill(signal)
-    await exited
+    const running = server
+    if (running === undefined) return
+    server = undefined
+    await running.stop(signal)
   }
 
   async function control<T>(work: (client: Redis) => Promise<T>): Promise<T> {
@@ -126,11 +89,11 @@ export async function startRedisServer(t: Teardown): Promise<PrivateRedis> {
     url,
     port,
     get running() {
-      return child !== undefined
+      return server !== undefined
     },
     stop,
     async start() {
-      if (child !== undefined) return
+      if (server !== undefined) return
       await launch()
     },
     async configSet(name, value) {

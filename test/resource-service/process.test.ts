@@ -8,7 +8,7 @@ import { setTimeout as delay } from 'node:timers/promises'
 import t from 'tap'
 import pg from 'pg'
 import { TenantStore } from '@scoped/agency-service/tenants'
-import { createTestDatabase, serverUrl } from '../helpers/database.js'
+import { createTestDatabase, emptyTestDatabase } from '../helpers/database.js'
 import { freePort, runToExit, startProcess } from '../helpers/processes.js'
 import type { ProcessEnv } from '../helpers/processes.js'
 import { deriveSecret, readAudienceSecrets } from '@scoped/shared/secrets'
@@ -57,16 +57,7 @@ t.test('a bad configuration stops the process with one line naming the variable'
 })
 
 t.test('several processes start at once on an empty database, migrate it, and serve', async (t) => {
-  const name = `sak_test_${randomBytes(6).toString('hex')}`
-  const admin = new pg.Client({ connectionString: serverUrl })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${name}`)
-  t.teardown(async () => {
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-    await admin.end()
-  })
-  const url = new URL(serverUrl)
-  url.pathname = `/${name}`
+  const url = new URL((await emptyTestDatabase(t)).url)
   const ports = [await freePort(), await freePort(), await freePort()]
   const started = await Promise.all(
     ports.map((port) =>

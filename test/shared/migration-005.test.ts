@@ -5,7 +5,6 @@
  * expiry, any address), the old rows are in the new trail with their actors
  * read as the code wrote them, and the old table's readers still read it.
  */
-import { randomBytes } from 'node:crypto'
 import { readdirSync } from 'node:fs'
 import t from 'tap'
 import pg from 'pg'
@@ -14,7 +13,7 @@ import { createPool } from '@scoped/shared/db'
 import { hashKey, generateKey } from '@scoped/shared/keys'
 import { lookupKeyByHash } from '@scoped/shared/key-store'
 import { migrate, migrationsDir } from '@scoped/shared/migrate'
-import { serverUrl } from '../helpers/database.js'
+import { emptyTestDatabase } from '../helpers/database.js'
 
 /** 005 and the migrations after it, in order. */
 function migrationsFrom005(): string[] {
@@ -25,22 +24,8 @@ function migrationsFrom005(): string[] {
     .filter((name) => name >= '005_key_lifecycle')
 }
 
-async function admin(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: serverUrl })
-  await client.connect()
-  try {
-    await client.query(sql)
-  } finally {
-    await client.end()
-  }
-}
-
 t.test('005 on a database populated at 004', async (t) => {
-  const name = `sak_test_${randomBytes(6).toString('hex')}`
-  await admin(`CREATE DATABASE ${name}`)
-  const url = new URL(serverUrl)
-  url.pathname = `/${name}`
-  t.teardown(() => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
+  const url = new URL((await emptyTestDatabase(t)).url)
 
   const client = new pg.Client({ connectionString: url.href })
   await client.connect()
@@ -151,11 +136,7 @@ t.test('005 on a database populated at 004', async (t) => {
 })
 
 t.test('005 down and up again', async (t) => {
-  const name = `sak_test_${randomBytes(6).toString('hex')}`
-  await admin(`CREATE DATABASE ${name}`)
-  const url = new URL(serverUrl)
-  url.pathname = `/${name}`
-  t.teardown(() => admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
+  const url = new URL((await emptyTestDatabase(t)).url)
   await migrate(url.href)
   const client = new pg.Client({ connectionString: url.href })
   await client.connect()
