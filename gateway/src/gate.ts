@@ -13,12 +13,15 @@
  *      address outside its allowlist (403) (key-policy.ts);
  *   4. the route (404): only now, so a caller without a valid key learns
  *      nothing about the route map;
- *   5. the scope (403).
+ *   5. the scope (403);
+ *   6. the rate limits (429): the route's buckets, with the key's own limit
+ *      in place of the route's `key` limit when it has one.
  * The hook stays synchronous when the key is in the in-process cache; only a
  * cache miss waits for Redis or Postgres.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import fp from 'fastify-plugin'
+import type { ActiveKeyState } from '@scoped/shared/key-state'
 import { hashKey } from '@scoped/shared/keys'
 import type { Logger } from '@scoped/shared/logger'
 import { extractApiKey } from './api-key.js'
@@ -28,8 +31,7 @@ import type { TrustedProxies } from './client-address.js'
 import { clientAddress } from './client-address.js'
 import { MAX_REQUEST_TARGET } from './config.js'
 import { isDocumentRequest } from './documents.js'
-import { bucketRefs, rateLimitPolicy, rateLimitState } from './rate-limit-headers.js'
-import { hasLimits } from './rate-limit-config.js'
+import { bucketRefs, isLimited, rateLimitPolicy, rateLimitState } from './rate-limit-headers.js'
 import type { BucketRef, LimitDecision, RateLimiter } from './rate-limiter.js'
 import type { KeyPolicyRefusal } from './key-policy.js'
 import { keyPolicyRefusal } from './key-policy.js'
@@ -127,35 +129,30 @@ async function gate(app: FastifyInstance, options: GateOptions): Promise<void> {
     }
     request.gatewayQuery = stripTenantQuery(request.gatewayTarget!.query)
     const scoped = route!
-    if (!hasLimits(scoped.rateLimits)) {
+    // Only an active key gets this far; its own rate limit, when it has one, replaces the route's `key` limit.
+    const key = verification as ActiveKeyState
+    if (!isLimited(scoped, key)) {
       done()
       return
     }
     // Counted before anything is forwarded: a refused request never reaches a backend.
-    const refs = bucketRefs(scoped, request.gatewayTenant!)
+    const refs = bucketRefs(scoped, key)
     const decision = limiter.take(refs)
     if (decision instanceof Promise) {
       decision.then(
-        (settled) => applyLimits(request, reply, done, scoped, refs, settled),
+        (settled) => applyLimits(request, reply, done, refs, settled),
         (error: unknown) => {
           options.log.error({ err: error }, 'rate limit check failed')
           refuse(request, reply, 'unavailable')
         },
       )
     } else {
-      applyLimits(request, reply, done, scoped, refs, decision)
+      applyLimits(request, reply, done, refs, decision)
     }
   }
 
-  function applyLimits(
-    request: FastifyRequest,
-    reply: FastifyReply,
-    done: HookHandlerDoneFunction,
-    route: ScopedRoute,
-    refs: readonly BucketRef[],
-    decision: LimitDecision,
-  ): void {
-    reply.header('ratelimit-policy', rateLimitPolicy(route))
+  function applyLimits(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, refs: readonly BucketRef[], decision: LimitDecision): void {
+    reply.header('ratelimit-policy', rateLimitPolicy(refs))
     reply.header(
       'ratelimit',
       rateLimitState(refs, (ref) => limiter.remaining(ref)),

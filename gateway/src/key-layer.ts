@@ -8,7 +8,7 @@
  */
 import type { Pool } from '@scoped/shared/db'
 import { KeyStateCodec } from '@scoped/shared/key-state'
-import { lookupKeyByHash } from '@scoped/shared/key-store'
+import { keySchemaMissing, lookupKeyByHash } from '@scoped/shared/key-store'
 import type { Logger } from '@scoped/shared/logger'
 import type { Redis } from '@scoped/shared/redis'
 import { connectRedis } from '@scoped/shared/redis'
@@ -39,6 +39,47 @@ export interface KeyLayer {
   limiter: RateLimiter
   start(): Promise<void>
   stop(): Promise<void>
+}
+
+/** How long a gateway waits at start for the migrations its key lookup needs, as the services wait for theirs (migrateOrWait). */
+export const SCHEMA_WAIT_MS = 60_000
+/** One check's limit: a Postgres that does not answer is not waited for at start (the invalidation log follower's bound). */
+const SCHEMA_CHECK_TIMEOUT_MS = 1_500
+
+/**
+ * At start: waits until the database has every column the key lookup reads
+ * (a replica of a new build may start before the migration job has run),
+ * for up to `waitMs`, then fails naming what is missing; without it every
+ * key not yet cached would get 503. Postgres unreachable is not waited for
+ * here: the gateway starts and answers 503 until it is back, as before.
+ */
+export async function waitForKeySchema(pool: Pool, log: Logger, waitMs = SCHEMA_WAIT_MS, pollMs = 1_000): Promise<void> {
+  const deadline = Date.now() + waitMs
+  let told = false
+  for (;;) {
+    let missing: string | undefined
+    let timer: NodeJS.Timeout | undefined
+    try {
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`Postgres did not answer within ${SCHEMA_CHECK_TIMEOUT_MS} ms`)), SCHEMA_CHECK_TIMEOUT_MS)
+      })
+      missing = await Promise.race([keySchemaMissing(pool), timeout])
+    } catch (error) {
+      log.warn({ err: error }, 'could not check the database schema at start')
+      return
+    } finally {
+      clearTimeout(timer)
+    }
+    if (missing === undefined) return
+    if (!told) log.info({ missing }, 'waiting for the migration job')
+    told = true
+    if (Date.now() >= deadline) {
+      throw new Error(
+        `the database lacks what the key lookup reads (${missing}): run \`ctl migrate\` as the schema owner (docs/operations.md, "Database roles")`,
+      )
+    }
+    await new Promise((resolve) => setTimeout(resolve, pollMs))
+  }
 }
 
 export function createKeyLayer(
@@ -81,6 +122,7 @@ export function createKeyLayer(
     throttle,
     limiter,
     async start() {
+      await waitForKeySchema(pool, log)
       if (redis !== null) {
         await connectRedis(redis.commands).catch((error: unknown) =>
           log.warn({ err: error }, 'redis unavailable at start; keys are read from Postgres until it is back'),

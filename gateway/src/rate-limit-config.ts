@@ -10,20 +10,20 @@
  * A route's `rateLimit` sets any of the three; a top-level `rateLimits`
  * gives defaults per scope, which a route's own settings replace kind by
  * kind. Buckets are per route prefix. Checked once at start: a bad value
- * stops the gateway with a line that names it.
+ * stops the gateway with a line that names it. A key may carry a `key` limit
+ * of its own, with the same bounds (shared/src/rate-limit.ts), which replaces
+ * the route's for that key (rate-limit-headers.ts).
  */
+import type { RateLimit } from '@scoped/shared/rate-limit'
+import { BURST_RULE, isBurst, isRate, RATE_RULE } from '@scoped/shared/rate-limit'
 import type { Scope } from '@scoped/shared/scope'
 import { isScope, scopes } from '@scoped/shared/scope'
 
 export const limitKinds = ['key', 'tenant', 'agency'] as const
 export type LimitKind = (typeof limitKinds)[number]
 
-export interface Limit {
-  /** Tokens added per second. */
-  readonly rate: number
-  /** The most tokens the bucket holds: the largest burst allowed. */
-  readonly burst: number
-}
+/** Tokens added per second (`rate`) and the most the bucket holds (`burst`): the same bounds as a key's own limit. */
+export type Limit = RateLimit
 
 export type RouteLimits = Readonly<Partial<Record<LimitKind, Limit>>>
 
@@ -36,10 +36,8 @@ function checkLimit(value: unknown, where: string): Limit {
   const extra = Object.keys(value).find((field) => field !== 'rate' && field !== 'burst')
   if (extra !== undefined) throw new Error(`${where}: unknown field ${JSON.stringify(extra)} (allowed: rate, burst)`)
   const { rate, burst } = value
-  if (typeof rate !== 'number' || !Number.isFinite(rate) || rate <= 0 || rate > 1_000_000)
-    throw new Error(`${where}.rate must be a number of tokens per second above 0 and at most 1000000`)
-  if (typeof burst !== 'number' || !Number.isInteger(burst) || burst < 1 || burst > 10_000_000)
-    throw new Error(`${where}.burst must be a whole number of tokens from 1 to 10000000`)
+  if (!isRate(rate)) throw new Error(`${where}.rate must be ${RATE_RULE}`)
+  if (!isBurst(burst)) throw new Error(`${where}.burst must be ${BURST_RULE}`)
   return Object.freeze({ rate, burst })
 }
 

@@ -20,7 +20,11 @@ import type { Limit, LimitKind } from './rate-limit-config.js'
 import type { RateLimitStore } from './rate-limit-store.js'
 
 export interface BucketRef {
-  /** Unique per route, kind and subject (the key, the tenant, the agency). */
+  /**
+   * Unique per route, kind and subject (the key, the tenant, the agency), and
+   * never given another limit: a bucket is sized once (here and in Redis), so
+   * a key whose own limit changes gets a new id (rate-limit-headers.ts).
+   */
   id: string
   kind: LimitKind
   limit: Limit

@@ -19,14 +19,17 @@
  * follows whatever Redis is doing.
  */
 import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto'
+import type { RateLimit } from './rate-limit.js'
+import { isBurst, isRate } from './rate-limit.js'
 import type { Tenant } from './tenant-signature.js'
 import { isScope } from './scope.js'
 
 /**
- * A key that authenticates, with what limits it beyond its scope. Both limits
- * are checked by the gateway on every request, against the clock and the
- * client address, never left to a cache's lifetime. Absent means no limit,
- * so a state without them reads as it did before they existed.
+ * A key that authenticates, with what limits it beyond its scope. The expiry
+ * and the allowlist are checked by the gateway on every request, against the
+ * clock and the client address, never left to a cache's lifetime; the rate
+ * limit sizes the key's own buckets. Absent means no limit (or the route's
+ * default), so a state without them reads as it did before they existed.
  */
 export interface ActiveKeyState {
   status: 'active'
@@ -35,6 +38,8 @@ export interface ActiveKeyState {
   expiresAt?: number | null
   /** CIDR blocks (ip-address.ts spelling) the key may be used from; absent or empty: any address. */
   allowedCidrs?: readonly string[]
+  /** The key's own rate limit, replacing the route's `key` limit on every route of its scope; absent: the routes file's. */
+  rateLimit?: RateLimit
 }
 
 /** What is known about a key, by its hash. */
@@ -108,7 +113,9 @@ export class KeyStateCodec {
   /**
    * A Redis cache entry for `hash`, valid until `expiresAtMs` (wall clock).
    * An active key's limits go along when it has them: `x`, the key's own
-   * expiry (epoch ms), and `c`, its allowlist.
+   * expiry (epoch ms), `c`, its allowlist, and `r`, its rate limit as
+   * [rate, burst]. An entry without them (among them every entry written
+   * before they existed) reads as a key without them.
    */
   encodeEntry(hash: string, state: KeyState, expiresAtMs: number): string {
     const tenant = state.status === 'active' ? [state.tenant.scope, state.tenant.agencyId, state.tenant.subAccountId, state.tenant.keyId] : undefined
@@ -116,6 +123,7 @@ export class KeyStateCodec {
     if (state.status === 'active') {
       if (state.expiresAt !== undefined && state.expiresAt !== null) payload['x'] = state.expiresAt
       if (state.allowedCidrs !== undefined && state.allowedCidrs.length > 0) payload['c'] = state.allowedCidrs
+      if (state.rateLimit !== undefined) payload['r'] = [state.rateLimit.rate, state.rateLimit.burst]
     }
     return this.sealed(`key-state v1 ${hash}`, JSON.stringify(payload))
   }
@@ -143,6 +151,13 @@ export class KeyStateCodec {
       if (!Array.isArray(cidrs) || cidrs.length === 0 || cidrs.length > MAX_ENTRY_CIDRS) return undefined
       if (!cidrs.every((cidr: unknown) => typeof cidr === 'string' && cidr.length > 0 && cidr.length <= 64)) return undefined
       state.allowedCidrs = cidrs as string[]
+    }
+    const rateLimit = value['r']
+    if (rateLimit !== undefined) {
+      if (!Array.isArray(rateLimit) || rateLimit.length !== 2) return undefined
+      const [rate, burst] = rateLimit as unknown[]
+      if (!isRate(rate) || !isBurst(burst)) return undefined
+      state.rateLimit = { rate, burst }
     }
     return state
   }

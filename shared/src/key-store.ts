@@ -2,7 +2,8 @@
  * The Postgres side of the key-state protocol (key-state.ts has the Redis
  * side). Everything here works on key hashes; the plaintext never gets this far.
  *
- * - lookupKeyByHash: a key's state, the source of truth.
+ * - lookupKeyByHash: a key's state, the source of truth; keySchemaMissing:
+ *   whether the database has what that lookup reads (a gateway's start).
  * - recordLastUse: a batched write of last-use times and client addresses.
  * - the invalidation log (table key_invalidations, written by trigger in the
  *   revoking transaction) and the replica registry (gateway_replicas): each
@@ -25,14 +26,17 @@ interface LookupRow {
   /** expires_at in epoch milliseconds, rounded down (the key is refused from that millisecond on). */
   expires_ms: number | null
   allowed_cidrs: string[] | null
+  rate_limit_rate: number | null
+  rate_limit_burst: number | null
 }
 
 const LOOKUP_SQL = `
   SELECT id, scope, agency_id, sub_account_id, revoked_at IS NOT NULL AS revoked, false AS deleted,
-         floor(extract(epoch FROM expires_at) * 1000)::float8 AS expires_ms, allowed_cidrs::text[] AS allowed_cidrs
+         floor(extract(epoch FROM expires_at) * 1000)::float8 AS expires_ms, allowed_cidrs::text[] AS allowed_cidrs,
+         rate_limit_rate, rate_limit_burst
     FROM api_keys WHERE key_hash = $1
   UNION ALL
-  SELECT NULL, NULL, NULL, NULL, false, true, NULL, NULL FROM deleted_api_keys WHERE key_hash = $1
+  SELECT NULL, NULL, NULL, NULL, false, true, NULL, NULL, NULL, NULL FROM deleted_api_keys WHERE key_hash = $1
   LIMIT 1`
 
 export async function lookupKeyByHash(pool: Pool, hash: string): Promise<KeyState> {
@@ -49,7 +53,29 @@ export async function lookupKeyByHash(pool: Pool, hash: string): Promise<KeyStat
   // Only the limits a key has: a key without them reads exactly as before they existed.
   if (row.expires_ms !== null) state.expiresAt = row.expires_ms
   if (row.allowed_cidrs !== null && row.allowed_cidrs.length > 0) state.allowedCidrs = canonicalCidrs(row.allowed_cidrs)
+  if (row.rate_limit_rate !== null && row.rate_limit_burst !== null) state.rateLimit = { rate: row.rate_limit_rate, burst: row.rate_limit_burst }
   return state
+}
+
+/** SQLSTATEs of a statement that names a column or table the database does not have (yet). */
+const SCHEMA_BEHIND = new Set(['42703', '42P01'])
+
+/**
+ * Whether the database has every column the lookup reads: undefined when it
+ * does, or what is missing (Postgres' own words) when a migration is still to
+ * be applied. The gateway's role cannot read schema_migrations, so the check
+ * is the lookup statement itself, for a hash no key has. Any other failure
+ * (Postgres unreachable, say) is thrown.
+ */
+export async function keySchemaMissing(pool: Pool): Promise<string | undefined> {
+  try {
+    await pool.query(LOOKUP_SQL, ['0'.repeat(64)])
+    return undefined
+  } catch (error) {
+    const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : ''
+    if (SCHEMA_BEHIND.has(code)) return error instanceof Error ? error.message : code
+    throw error
+  }
 }
 
 /** One key's latest use: when, and from which client address (the gateway's, normalized), if known. */

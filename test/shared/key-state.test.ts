@@ -32,6 +32,8 @@ const states: Array<[string, KeyState]> = [
   ['active, with an expiry of its own', { ...agencyKey, expiresAt: later + 1 }],
   ['active, with an allowlist', { ...agencyKey, allowedCidrs: ['198.51.100.7/32'] }],
   ['active, with both limits', limitedKey],
+  ['active, with a rate limit of its own', { ...subAccountKey, rateLimit: { rate: 0.05, burst: 2 } }],
+  ['active, with every limit', { ...limitedKey, rateLimit: { rate: 1_000_000, burst: 10_000_000 } }],
   ['revoked', { status: 'revoked' }],
   ['deleted', { status: 'deleted' }],
   ['unknown', { status: 'unknown' }],
@@ -138,6 +140,16 @@ t.test('entries: a valid MAC over a payload of the wrong shape is absent too', a
     ['an allowlist with an empty block', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, c: [''] }],
     ['an allowlist with a block too long', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, c: ['1'.repeat(65)] }],
     ['an allowlist too long', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, c: Array.from({ length: 65 }, (_, i) => `10.0.${i}.0/24`) }],
+    ['a rate limit that is not a pair', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, r: { rate: 1, burst: 2 } }],
+    ['a rate limit of one number', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, r: [1] }],
+    ['a rate limit of three numbers', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, r: [1, 2, 3] }],
+    ['a rate limit null', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, r: null }],
+    ['a rate of 0', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, r: [0, 2] }],
+    ['a rate above the bound', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, r: [1_000_001, 2] }],
+    ['a rate as text', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, r: ['5', 2] }],
+    ['a burst of 0', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, r: [5, 0] }],
+    ['a burst that is not whole', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, r: [5, 2.5] }],
+    ['a burst above the bound', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, r: [5, 10_000_001] }],
   ]
   for (const [name, payload] of rows) t.equal(codec.decodeEntry(hash, sealEntry(payload), now), undefined, name)
   const text = (value: string) => seal(`key-state v1 ${hash}`, value)
@@ -152,6 +164,19 @@ t.test('entries: a valid MAC over a payload of the wrong shape is absent too', a
     { status: 'active', tenant: { scope, agencyId, subAccountId, keyId } },
     '(control) the right shape is read',
   )
+})
+
+t.test('entries: one written before keys had rate limits (no `r`) is read as a key without one', async (t) => {
+  // The format of every entry written before migration 007, byte for byte: s, t, e and the older limits only.
+  const tenant = subAccountKey.tenant
+  const before = sealEntry({ s: 'active', t: [tenant.scope, tenant.agencyId, tenant.subAccountId, tenant.keyId], e: later, x: later + 1, c: ['10.0.0.0/8'] })
+  const read = codec.decodeEntry(hash, before, now)
+  t.same(read, { ...subAccountKey, expiresAt: later + 1, allowedCidrs: ['10.0.0.0/8'] })
+  t.notOk(read !== undefined && 'rateLimit' in read, 'no rate limit: the route defaults apply')
+  const [payload] = split(codec.encodeEntry(hash, subAccountKey, later))
+  t.notOk('r' in JSON.parse(payload), 'and a key without one is still written without `r`, as before')
+  const [limited] = split(codec.encodeEntry(hash, { ...subAccountKey, rateLimit: { rate: 2.5, burst: 7 } }, later))
+  t.same(JSON.parse(limited).r, [2.5, 7], 'a key with one: `r` as [rate, burst]')
 })
 
 t.test('malformed text of many shapes is absent, never an error', async (t) => {

@@ -11,6 +11,7 @@
  *   GET  …/keys/:keyId/created     the plaintext, once
  *   GET  …/keys/:keyId/roll        the grace presets;  POST: roll, then redirect to the new key's one-time display
  *   GET  …/keys/:keyId/addresses   the allowlist;      POST: change it, then redirect to the list
+ *   GET  …/keys/:keyId/rate-limit  the key's own limit; POST: set it (action=set) or go back to the route default (action=clear)
  *   GET  …/keys/:keyId/revoke      confirmation;       POST: revoke, then redirect to the list
  *   GET  …/keys/:keyId/delete      confirmation;       POST: delete, then redirect to the list
  */
@@ -18,19 +19,20 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Pool } from '@scoped/shared/db'
 import { ApiError, isApiError } from '@scoped/shared/errors'
 import { MAX_ALLOWED_CIDRS, parseCidr } from '@scoped/shared/ip-address'
+import { parseDecimal } from '@scoped/shared/rate-limit'
 import { requireIsoTime, uuidOrNotFound } from '@scoped/shared/validation'
 import type { Actor } from '../audit/actor.js'
 import { userActor } from '../audit/actor.js'
 import type { CreatedKey, KeyService, KeySummary } from '../keys/key-service.js'
 import type { KeyArea } from './access.js'
-import { agencyKeyArea, requireManage, subAccountKeyArea } from './access.js'
+import { agencyKeyArea, requireManage, requireRateLimitSetter, subAccountKeyArea } from './access.js'
 import { sessionOf } from './authenticate.js'
 import { cookieOptions, REVEAL_COOKIE } from './cookies.js'
 import { FORM_BODY_LIMIT, formField } from './csrf.js'
 import { sendPage } from './error-page.js'
 import { REVEAL_LIFETIME_MS, storeReveal, takeReveal } from './key-reveal.js'
-import type { CreateField, CreateFormState, KeyAction, Notice, ReplacedKey } from './key-views.js'
-import { addressesPage, confirmPage, createdKeyPage, EXPIRY_PRESETS, GRACE_PRESETS, KEY_LIMIT_HINT, keysPage, rollPage } from './key-views.js'
+import type { CreateField, CreateFormState, KeyAction, Notice, RateLimitFormState, ReplacedKey } from './key-views.js'
+import { addressesPage, confirmPage, createdKeyPage, EXPIRY_PRESETS, GRACE_PRESETS, KEY_LIMIT_HINT, keysPage, rateLimitPage, rollPage } from './key-views.js'
 import type { ConsolePaths } from './paths.js'
 import { consoleRoutes } from './paths.js'
 import type { ConsoleSession } from './sessions.js'
@@ -69,7 +71,7 @@ function keyIdOf(params: KeyParams): string {
   return uuidOrNotFound(params.keyId, () => new ApiError('keyNotFound'))
 }
 
-const notices: readonly Notice[] = ['revoked', 'deleted', 'addresses']
+const notices: readonly Notice[] = ['revoked', 'deleted', 'addresses', 'rate-limit']
 
 function noticeOf(query: unknown): { notice?: Notice; unconfirmed: boolean } {
   const values = typeof query === 'object' && query !== null ? (query as Record<string, unknown>) : {}
@@ -101,6 +103,16 @@ export function cidrsFromForm(text: string | undefined): string[] {
     if ('error' in parsed) throw new FormFieldError('allowedCidrs', parsed.error)
     return parsed.text
   })
+}
+
+/** How the rate-limit form names its fields in messages (the key service's: `Rate must be …`). */
+const RATE_LIMIT_FIELDS = { rate: 'Requests per second', burst: 'Burst' } as const
+
+/** The field of the rate-limit form a key service message is about, if any. */
+function rateLimitFieldOf(message: string): RateLimitFormState['errorField'] {
+  if (message.startsWith(RATE_LIMIT_FIELDS.rate)) return 'rate'
+  if (message.startsWith(RATE_LIMIT_FIELDS.burst)) return 'burst'
+  return undefined
 }
 
 /** The expiry chosen in the create form: a preset from now (the service's clock), or a date and time in UTC. */
@@ -242,6 +254,41 @@ export async function keyRoutes(app: FastifyInstance, options: KeyRoutesOptions)
       }
       request.log.info({ keyId: key.id }, 'console: key addresses changed')
       return reply.redirect(afterChange(area, 'addresses'), 303)
+    })
+
+    app.get<{ Params: KeyParams }>(`${kind.path}/:keyId/rate-limit`, async (request, reply) => {
+      const area = await areaOf(request)
+      requireRateLimitSetter(area)
+      const key = await manageableKey(area, request.params)
+      return sendPage(reply, 200, rateLimitPage(paths, sessionOf(request), area, key))
+    })
+
+    app.post<{ Params: KeyParams }>(`${kind.path}/:keyId/rate-limit`, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
+      const area = await areaOf(request)
+      requireRateLimitSetter(area)
+      const key = await manageableKey(area, request.params)
+      const action = formField(request, 'action') ?? 'set'
+      const form = { rate: (formField(request, 'rate') ?? '').trim(), burst: (formField(request, 'burst') ?? '').trim() }
+      if (action !== 'set' && action !== 'clear') {
+        return sendPage(
+          reply,
+          400,
+          rateLimitPage(paths, sessionOf(request), area, key, { ...form, error: 'Choose to save the limit or to use the route default' }),
+        )
+      }
+      const rateLimit = action === 'clear' ? null : { rate: parseDecimal(form.rate), burst: parseDecimal(form.burst) }
+      try {
+        await keys.update(key.id, consoleActor(request), { rateLimit }, area.owner, RATE_LIMIT_FIELDS)
+      } catch (error) {
+        if (!isApiError(error) || error.code !== 'badRequest') throw error
+        return sendPage(
+          reply,
+          400,
+          rateLimitPage(paths, sessionOf(request), area, key, { ...form, error: error.message, errorField: rateLimitFieldOf(error.message) }),
+        )
+      }
+      request.log.info({ keyId: key.id, rateLimit }, 'console: key rate limit changed')
+      return reply.redirect(afterChange(area, 'rate-limit'), 303)
     })
 
     for (const action of ['revoke', 'delete'] as const satisfies readonly KeyAction[]) {

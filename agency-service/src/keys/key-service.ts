@@ -1,7 +1,7 @@
 /**
- * The key lifecycle (spec §3, and past it): create (with an optional expiry
- * and client-address allowlist), list, roll with a grace period, change the
- * allowlist, revoke, delete. The CLI, the console and the API all go through
+ * The key lifecycle (spec §3, and past it): create (with an optional expiry,
+ * client-address allowlist and rate limit of its own), list, roll with a
+ * grace period, change the allowlist or the rate limit, revoke, delete. The CLI, the console and the API all go through
  * here, so the rules, the limit, the messages and the immediate effect are
  * the same whichever of them is used.
  *
@@ -13,7 +13,7 @@
  * - The plaintext is returned by `create` and `roll` once and kept nowhere.
  * - Every change commits first, whatever Redis is doing, with its audit event
  *   in the same transaction. Revoke, delete, roll (the old key's expiry is
- *   brought forward) and an allowlist change then tell every gateway replica
+ *   brought forward) and an allowlist or rate-limit change then tell every gateway replica
  *   and wait for each to confirm (see @scoped/shared/key-invalidation). When
  *   that cannot be confirmed within its deadline they throw
  *   InvalidationNotConfirmed (a 503 that says the change was saved and what
@@ -25,6 +25,8 @@ import { inTransaction } from '@scoped/shared/db'
 import { ApiError } from '@scoped/shared/errors'
 import { canonicalCidrs, normalizeAddress, requireCidrList } from '@scoped/shared/ip-address'
 import { generateKey, hashKey, keyHint } from '@scoped/shared/keys'
+import type { RateLimit } from '@scoped/shared/rate-limit'
+import { requireRateLimit, sameRateLimit } from '@scoped/shared/rate-limit'
 import type { Scope } from '@scoped/shared/scope'
 import type { InvalidationReport, KeyInvalidator } from '@scoped/shared/key-invalidation'
 import { InvalidationNotConfirmed } from '@scoped/shared/key-invalidation'
@@ -58,6 +60,8 @@ export interface CreatedKey {
   createdAt: string
   expiresAt: string | null
   allowedCidrs: string[]
+  /** The key's own rate limit, or null: the routes file's. */
+  rateLimit: RateLimit | null
   /** The key this one replaced (a roll), or null. */
   replaces: string | null
 }
@@ -93,11 +97,13 @@ export interface KeySummary {
   replaces: string | null
   /** Client addresses the key may be used from; empty: any. */
   allowedCidrs: string[]
+  /** The key's own rate limit (replacing the route's `key` limit on every route of its scope), or null: the routes file's. */
+  rateLimit: RateLimit | null
   /** Whether it takes one of the tenant's 25 places. */
   countsTowardLimit: boolean
 }
 
-/** A key in the API's shape (never a plaintext or a hash). */
+/** A key in the API's shape (never a plaintext or a hash); `rateLimit` only when the key has its own. */
 export interface KeyItem {
   id: string
   name: string
@@ -110,11 +116,36 @@ export interface KeyItem {
   expiresAt: string | null
   replacedBy: string | null
   allowedCidrs: string[]
+  rateLimit?: RateLimit
 }
 
 export function keyItem(key: KeySummary): KeyItem {
-  const { id, name, scope, status, createdAt, lastUsedAt, lastUsedIp, revokedAt, expiresAt, replacedBy, allowedCidrs } = key
-  return { id, name, scope, status, createdAt, lastUsedAt, lastUsedIp, revokedAt, expiresAt, replacedBy, allowedCidrs }
+  const { id, name, scope, status, createdAt, lastUsedAt, lastUsedIp, revokedAt, expiresAt, replacedBy, allowedCidrs, rateLimit } = key
+  const item: KeyItem = { id, name, scope, status, createdAt, lastUsedAt, lastUsedIp, revokedAt, expiresAt, replacedBy, allowedCidrs }
+  if (rateLimit !== null) item.rateLimit = rateLimit
+  return item
+}
+
+/** A rate limit as given by a caller: checked by the service (requireRateLimit), so any value may come in. */
+export interface RateLimitInput {
+  rate: unknown
+  burst: unknown
+}
+
+/** How the caller's input names the fields, for messages (`body.expiresAt`, `--allow-cidr`, `--rate`). */
+export interface KeyFieldNames {
+  expiresAt?: string
+  allowedCidrs?: string
+  rate?: string
+  burst?: string
+}
+
+/** A change of a key: what is given changes, what is left out stays. */
+export interface KeyChanges {
+  /** The new allowlist; empty: any address. */
+  allowedCidrs?: unknown
+  /** The key's own rate limit; null: back to the routes file's. */
+  rateLimit?: RateLimitInput | null
 }
 
 export interface NewKeyOptions {
@@ -122,8 +153,10 @@ export interface NewKeyOptions {
   expiresAt?: Date | null
   /** CIDR blocks (or addresses) the key may be used from; undefined or empty: any address. */
   allowedCidrs?: unknown
-  /** How the caller's input names these, for messages (`body.expiresAt`, `--allow-cidr`). */
-  fields?: { expiresAt?: string; allowedCidrs?: string }
+  /** The key's own rate limit; undefined or null: the routes file's. */
+  rateLimit?: RateLimitInput | null
+  /** How the caller's input names these, for messages (`body.expiresAt`, `--allow-cidr`, `--rate`). */
+  fields?: KeyFieldNames
 }
 
 interface KeyRow {
@@ -142,11 +175,13 @@ interface KeyRow {
   replaces: string | null
   replaced_by: string | null
   allowed_cidrs: string[]
+  rate_limit_rate: number | null
+  rate_limit_burst: number | null
 }
 
 /** What every read of a key selects (allowlists as text: node-postgres does not read cidr[]). */
 const KEY_COLUMNS = `id, name, scope, hint, agency_id, sub_account_id, key_hash, created_at, last_used_at, host(last_used_ip) AS last_used_ip,
-  revoked_at, expires_at, replaces, replaced_by, allowed_cidrs::text[] AS allowed_cidrs`
+  revoked_at, expires_at, replaces, replaced_by, allowed_cidrs::text[] AS allowed_cidrs, rate_limit_rate, rate_limit_burst`
 
 export interface LifecycleResult {
   id: string
@@ -162,6 +197,15 @@ export interface PendingInvalidation {
 
 function iso(date: Date | null): string | null {
   return date === null ? null : date.toISOString()
+}
+
+function rateLimitOf(row: KeyRow): RateLimit | null {
+  return row.rate_limit_rate === null || row.rate_limit_burst === null ? null : { rate: row.rate_limit_rate, burst: row.rate_limit_burst }
+}
+
+function checkedRateLimit(input: RateLimitInput | null | undefined, fields: KeyFieldNames | undefined): RateLimit | null {
+  if (input === undefined || input === null) return null
+  return requireRateLimit(input.rate, input.burst, { rate: fields?.rate ?? 'rateLimit.rate', burst: fields?.burst ?? 'rateLimit.burst' })
 }
 
 function summary(row: KeyRow, nowMs: number): KeySummary {
@@ -180,6 +224,7 @@ function summary(row: KeyRow, nowMs: number): KeySummary {
     replacedBy: row.replaced_by,
     replaces: row.replaces,
     allowedCidrs: canonicalCidrs(row.allowed_cidrs),
+    rateLimit: rateLimitOf(row),
     countsTowardLimit: countsTowardLimit(lifecycle, nowMs),
   }
 }
@@ -237,6 +282,7 @@ export class KeyService {
       options.allowedCidrs === undefined || options.allowedCidrs === null
         ? []
         : requireCidrList(options.allowedCidrs, options.fields?.allowedCidrs ?? 'allowedCidrs')
+    const rateLimit = checkedRateLimit(options.rateLimit, options.fields)
     const who = toActor(actor)
     return inTransaction(this.pool, async (client) => {
       const agencyId = await this.lockOwner(client, owner)
@@ -249,9 +295,21 @@ export class KeyService {
       const key = generateKey()
       const subAccountId = owner.scope === 'SUB-ACCOUNT' ? owner.subAccountId : null
       const inserted = await client.query<KeyRow>(
-        `INSERT INTO api_keys (scope, agency_id, sub_account_id, name, key_hash, hint, created_by, expires_at, allowed_cidrs)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::cidr[]) RETURNING ${KEY_COLUMNS}`,
-        [owner.scope, agencyId, subAccountId, keyName, hashKey(key), keyHint(key), actorText(who), expiresAt, allowedCidrs],
+        `INSERT INTO api_keys (scope, agency_id, sub_account_id, name, key_hash, hint, created_by, expires_at, allowed_cidrs, rate_limit_rate, rate_limit_burst)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::cidr[], $10, $11) RETURNING ${KEY_COLUMNS}`,
+        [
+          owner.scope,
+          agencyId,
+          subAccountId,
+          keyName,
+          hashKey(key),
+          keyHint(key),
+          actorText(who),
+          expiresAt,
+          allowedCidrs,
+          rateLimit?.rate ?? null,
+          rateLimit?.burst ?? null,
+        ],
       )
       const row = inserted.rows[0]!
       await this.recordEvent(client, row, 'key.created', who)
@@ -318,7 +376,7 @@ export class KeyService {
   }
 
   /**
-   * Rolls a key: a new key with the same name, scope, tenant and allowlist,
+   * Rolls a key: a new key with the same name, scope, tenant, allowlist and rate limit,
    * which records the key it replaced; the old key keeps working for
    * `graceSeconds` (0, the default: not at all), then is refused like an
    * expired key, on every replica at that instant. Its expiry is only ever
@@ -346,8 +404,8 @@ export class KeyService {
 
       const key = generateKey()
       const inserted = await client.query<KeyRow>(
-        `INSERT INTO api_keys (scope, agency_id, sub_account_id, name, key_hash, hint, created_by, allowed_cidrs, replaces)
-         SELECT scope, agency_id, sub_account_id, name, $2, $3, $4, allowed_cidrs, id FROM api_keys WHERE id = $1
+        `INSERT INTO api_keys (scope, agency_id, sub_account_id, name, key_hash, hint, created_by, allowed_cidrs, rate_limit_rate, rate_limit_burst, replaces)
+         SELECT scope, agency_id, sub_account_id, name, $2, $3, $4, allowed_cidrs, rate_limit_rate, rate_limit_burst, id FROM api_keys WHERE id = $1
          RETURNING ${KEY_COLUMNS}`,
         [old.id, hashKey(key), keyHint(key), actorText(who)],
       )
@@ -378,20 +436,47 @@ export class KeyService {
    * cached about the key, so the next request is judged by the new list.
    */
   async updateAllowedCidrs(id: string, actor: ActorInput, allowedCidrs: unknown, owner?: KeyOwner, field = 'allowedCidrs'): Promise<KeySummary> {
-    const cidrs = requireCidrList(allowedCidrs, field)
+    return this.update(id, actor, { allowedCidrs }, owner, { allowedCidrs: field })
+  }
+
+  /**
+   * Changes a key's allowlist, its own rate limit (null: back to the route
+   * defaults), or both, in one transaction with one `key.updated` event
+   * (none when nothing changed). Refused for a revoked or expired key.
+   * Returns once every gateway replica has dropped what it cached about the
+   * key, so the next request is judged by the new list and counted against
+   * the new limit.
+   */
+  async update(id: string, actor: ActorInput, changes: KeyChanges, owner?: KeyOwner, fields: KeyFieldNames = {}): Promise<KeySummary> {
+    const cidrs = changes.allowedCidrs === undefined ? undefined : requireCidrList(changes.allowedCidrs, fields.allowedCidrs ?? 'allowedCidrs')
+    const rateLimit = changes.rateLimit === undefined ? undefined : checkedRateLimit(changes.rateLimit, fields)
+    if (cidrs === undefined && rateLimit === undefined) throw new ApiError('badRequest', 'Nothing to change')
     const who = toActor(actor)
     const { row, changed, xid } = await inTransaction(this.pool, async (client) => {
       const found = await this.findRow(client, id, owner, true)
       if (found === undefined) throw new ApiError('keyNotFound')
       const status = keyStatus({ revokedAt: found.revoked_at, expiresAt: found.expires_at }, this.clock())
-      if (status !== 'active') throw new ApiError('badRequest', `The addresses of ${status === 'revoked' ? 'a revoked' : 'an expired'} key cannot be changed`)
-      const { rows } = await client.query<KeyRow>(`UPDATE api_keys SET allowed_cidrs = $2::cidr[] WHERE id = $1 RETURNING ${KEY_COLUMNS}`, [id, cidrs])
+      if (status !== 'active') {
+        const what = cidrs !== undefined ? 'The addresses' : 'The rate limit'
+        throw new ApiError('badRequest', `${what} of ${status === 'revoked' ? 'a revoked' : 'an expired'} key cannot be changed`)
+      }
+      const { rows } = await client.query<KeyRow>(
+        `UPDATE api_keys
+            SET allowed_cidrs = CASE WHEN $2 THEN $3::cidr[] ELSE allowed_cidrs END,
+                rate_limit_rate = CASE WHEN $4 THEN $5::float8 ELSE rate_limit_rate END,
+                rate_limit_burst = CASE WHEN $4 THEN $6::int ELSE rate_limit_burst END
+          WHERE id = $1 RETURNING ${KEY_COLUMNS}`,
+        [id, cidrs !== undefined, cidrs ?? [], rateLimit !== undefined, rateLimit?.rate ?? null, rateLimit?.burst ?? null],
+      )
       const updated = rows[0]!
-      const isChange = canonicalCidrs(found.allowed_cidrs).join(',') !== canonicalCidrs(updated.allowed_cidrs).join(',')
+      const isChange =
+        canonicalCidrs(found.allowed_cidrs).join(',') !== canonicalCidrs(updated.allowed_cidrs).join(',') ||
+        !sameRateLimit(rateLimitOf(found), rateLimitOf(updated))
       if (isChange) await this.recordEvent(client, updated, 'key.updated', who)
       return { row: updated, changed: isChange, xid: await currentTransactionId(client) }
     })
-    if (changed) await this.invalidate({ keys: [{ hash: row.key_hash, state: 'changed' }], xid }, 'The key’s addresses were changed')
+    if (changed)
+      await this.invalidate({ keys: [{ hash: row.key_hash, state: 'changed' }], xid }, invalidationWhat(cidrs !== undefined, rateLimit !== undefined))
     return summary(row, this.clock())
   }
 
@@ -473,6 +558,13 @@ function created(row: KeyRow, key: string): CreatedKey {
     createdAt: row.created_at.toISOString(),
     expiresAt: iso(row.expires_at),
     allowedCidrs: canonicalCidrs(row.allowed_cidrs),
+    rateLimit: rateLimitOf(row),
     replaces: row.replaces,
   }
+}
+
+/** What an unconfirmed update says was saved. */
+function invalidationWhat(addresses: boolean, rateLimit: boolean): string {
+  if (addresses && rateLimit) return 'The key’s addresses and rate limit were changed'
+  return addresses ? 'The key’s addresses were changed' : 'The key’s rate limit was changed'
 }

@@ -22,6 +22,7 @@ import { NO_QUERY_SCHEMA } from '@scoped/shared/backend-server'
 import type { Pool } from '@scoped/shared/db'
 import { ApiError } from '@scoped/shared/errors'
 import { MAX_ALLOWED_CIDRS } from '@scoped/shared/ip-address'
+import { MAX_BURST, MAX_RATE } from '@scoped/shared/rate-limit'
 import type { ListQuery } from '@scoped/shared/pagination'
 import { listQuerySchema, readLimitAsNumber } from '@scoped/shared/pagination'
 import { requireIsoTime, requireName, uuidOrNotFound } from '@scoped/shared/validation'
@@ -78,11 +79,27 @@ const keyItemProperties = {
   replacedBy: nullable({ ...idSchema, description: 'The key that replaced this one (a roll).' }),
   allowedCidrs: { type: 'array', items: { type: 'string' }, description: 'Client addresses the key may be used from; empty: any.' },
 }
-const keyItemSchema = { type: 'object', properties: keyItemProperties, required: Object.keys(keyItemProperties), additionalProperties: false }
+/** Present only for a key with a rate limit of its own (set by an operator with `ctl` or in the console). */
+const keyItemOptionalProperties = {
+  rateLimit: {
+    type: 'object',
+    description:
+      'The key’s own rate limit, replacing the route’s per-key limit on every route of its scope: `rate` tokens per second, `burst` at most. Absent: the route’s.',
+    properties: { rate: { type: 'number', exclusiveMinimum: 0, maximum: MAX_RATE }, burst: { type: 'integer', minimum: 1, maximum: MAX_BURST } },
+    required: ['rate', 'burst'],
+    additionalProperties: false,
+  },
+}
+const keyItemSchema = {
+  type: 'object',
+  properties: { ...keyItemProperties, ...keyItemOptionalProperties },
+  required: Object.keys(keyItemProperties),
+  additionalProperties: false,
+}
 /** The key item plus the plaintext, shown this once. */
 const createdKeySchema = {
   type: 'object',
-  properties: { ...keyItemProperties, key: { type: 'string', description: 'The plaintext key, shown this once.' } },
+  properties: { ...keyItemProperties, ...keyItemOptionalProperties, key: { type: 'string', description: 'The plaintext key, shown this once.' } },
   required: [...Object.keys(keyItemProperties), 'key'],
   additionalProperties: false,
 }
