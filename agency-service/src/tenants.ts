@@ -10,6 +10,7 @@ import { requireName, requireUuid } from '@scoped/shared/validation'
 import type { ActorInput } from './audit/actor.js'
 import { toActor } from './audit/actor.js'
 import { recordAuditEvent } from './audit/audit-log.js'
+import { requireEmail } from './users/email.js'
 
 export const roles = ['owner', 'admin', 'member'] as const
 export type Role = (typeof roles)[number]
@@ -17,8 +18,6 @@ export type Role = (typeof roles)[number]
 export function isRole(value: unknown): value is Role {
   return typeof value === 'string' && (roles as readonly string[]).includes(value)
 }
-
-const EMAIL_PATTERN = /^[^\s@]+@[^\s@]+\.[^\s@]+$/
 
 export interface NewUser {
   email: unknown
@@ -57,12 +56,14 @@ export class TenantStore {
     }
   }
 
-  /** A console user with a role in one agency and, optionally, membership of one of its sub-accounts. */
-  async createUser(input: NewUser): Promise<{ id: string; email: string }> {
-    if (typeof input.email !== 'string' || !EMAIL_PATTERN.test(input.email.trim()) || input.email.trim().length > 254) {
-      throw new ApiError('badRequest', 'email must be an email address')
-    }
-    const email = input.email.trim().toLowerCase()
+  /**
+   * A console user with a role in one agency and, optionally, membership of
+   * one of its sub-accounts; its creation goes into that agency's audit trail
+   * as done by `actor`. An existing email is refused (409): no path changes
+   * an existing user's role.
+   */
+  async createUser(input: NewUser, actor: ActorInput = 'system'): Promise<{ id: string; email: string }> {
+    const email = requireEmail(input.email)
     const agencyId = requireUuid(input.agencyId, 'agency id')
     if (!isRole(input.role)) throw new ApiError('badRequest', `role must be one of ${roles.join(', ')}`)
     const role = input.role
@@ -88,6 +89,13 @@ export class TenantStore {
       if (subAccountId !== undefined) {
         await client.query(`INSERT INTO sub_account_memberships (user_id, sub_account_id) VALUES ($1, $2)`, [user.id, subAccountId])
       }
+      await recordAuditEvent(client, {
+        type: 'user.created',
+        actor: toActor(actor),
+        agencyId,
+        subAccountId: subAccountId ?? null,
+        user: { id: user.id, email, role },
+      })
       return { id: user.id, email }
     })
   }

@@ -25,6 +25,7 @@ export const errorCatalog = {
   subAccountNotFound: { status: 404, message: 'Sub-account not found' },
   keyNotFound: { status: 404, message: 'API key not found' },
   userNotFound: { status: 404, message: 'User not found' },
+  membershipNotFound: { status: 404, message: 'The user is not a member of this agency or sub-account' },
   methodNotAllowed: { status: 405, message: 'Method not allowed' },
   conflict: { status: 409, message: 'Conflict' },
   payloadTooLarge: { status: 413, message: 'Request body is too large' },

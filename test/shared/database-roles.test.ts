@@ -40,8 +40,9 @@ const EXPECTED: Record<string, Record<ServiceGroupRole, string>> = {
   agencies: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIU' },
   sub_accounts: { scoped_gateway: '', scoped_resource: 'S', scoped_agency: 'SIUD' },
   users: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIU' },
-  agency_memberships: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SI' },
-  sub_account_memberships: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SI' },
+  // DELETE since 008: ctl user remove and the console's members page remove memberships.
+  agency_memberships: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SID' },
+  sub_account_memberships: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SID' },
   // The gateway's UPDATE is on two columns only (checked below), not on the table.
   api_keys: { scoped_gateway: 'S', scoped_resource: '', scoped_agency: 'SIUD' },
   deleted_api_keys: { scoped_gateway: 'S', scoped_resource: '', scoped_agency: '' },

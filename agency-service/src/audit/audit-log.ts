@@ -1,7 +1,8 @@
 /**
- * The audit trail (table audit_events): every key event and every
- * sub-account creation or deletion, with its time, who did it and from which
- * client address. Written in the transaction of the change it records, so
+ * The audit trail (table audit_events): every key event, every sub-account
+ * creation or deletion, and every console user event (created, disabled,
+ * password changed, signed in, sign-in refused, membership removed), with its
+ * time, who did it and from which client address. Written in the transaction of the change it records, so
  * one never commits without the other; append-only (the database refuses
  * UPDATE, DELETE and TRUNCATE); never a plaintext key or a hash.
  *
@@ -14,10 +15,33 @@ import { normalizeAddress } from '@scoped/shared/ip-address'
 import type { ListQuery, Page } from '@scoped/shared/pagination'
 import { listPage } from '@scoped/shared/pagination'
 import type { Scope } from '@scoped/shared/scope'
+import type { Role } from '../tenants.js'
 import type { Actor, ActorKind } from './actor.js'
 
-export const auditEventTypes = ['key.created', 'key.rolled', 'key.revoked', 'key.deleted', 'key.updated', 'sub-account.created', 'sub-account.deleted'] as const
+export const auditEventTypes = [
+  'key.created',
+  'key.rolled',
+  'key.revoked',
+  'key.deleted',
+  'key.updated',
+  'sub-account.created',
+  'sub-account.deleted',
+  'user.created',
+  'user.disabled',
+  'user.password-changed',
+  'user.signed-in',
+  'user.sign-in-refused',
+  'membership.removed',
+] as const
 export type AuditEventType = (typeof auditEventTypes)[number]
+
+/** The user an event of a user or a membership is about, as they were at the time. */
+export interface AuditSubjectUser {
+  id: string
+  email: string
+  /** Their role in the event's agency; null when they had none. */
+  role: Role | null
+}
 
 export interface NewAuditEvent {
   type: AuditEventType
@@ -28,6 +52,8 @@ export interface NewAuditEvent {
   /** The key's name and scope at the time, for readers after it is gone. */
   keyName?: string | null
   scope?: Scope | null
+  /** Required for user.* and membership.* events (the database checks it), absent otherwise. */
+  user?: AuditSubjectUser | null
 }
 
 /** One event, in the API's shape. */
@@ -41,10 +67,11 @@ export interface AuditEvent {
   clientAddress: string | null
 }
 
-/** One event with what the console shows beside it. */
+/** One event with what the console shows beside it (the API item keeps the contract's fields). */
 export interface AuditRecord extends AuditEvent {
   keyName: string | null
   scope: Scope | null
+  user: AuditSubjectUser | null
 }
 
 export interface AuditFilters {
@@ -71,9 +98,12 @@ interface AuditRow {
   key_name: string | null
   scope: Scope | null
   client_address: string | null
+  user_id: string | null
+  user_email: string | null
+  role: Role | null
 }
 
-const COLUMNS = 'id, type, at, actor_kind, actor_id, sub_account_id, key_id, key_name, scope, host(client_address) AS client_address'
+const COLUMNS = 'id, type, at, actor_kind, actor_id, sub_account_id, key_id, key_name, scope, host(client_address) AS client_address, user_id, user_email, role'
 
 function toRecord(row: AuditRow): AuditRecord {
   return {
@@ -86,6 +116,7 @@ function toRecord(row: AuditRow): AuditRecord {
     clientAddress: row.client_address === null ? null : (normalizeAddress(row.client_address) ?? row.client_address),
     keyName: row.key_name,
     scope: row.scope,
+    user: row.user_id === null || row.user_email === null ? null : { id: row.user_id, email: row.user_email, role: row.role },
   }
 }
 
@@ -98,8 +129,8 @@ export function toAuditEvent(record: AuditRecord): AuditEvent {
 /** Records one event inside the caller's transaction. */
 export async function recordAuditEvent(client: PoolClient, event: NewAuditEvent): Promise<void> {
   await client.query(
-    `INSERT INTO audit_events (type, actor_kind, actor_id, agency_id, sub_account_id, key_id, key_name, scope, client_address)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+    `INSERT INTO audit_events (type, actor_kind, actor_id, agency_id, sub_account_id, key_id, key_name, scope, client_address, user_id, user_email, role)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
     [
       event.type,
       event.actor.kind,
@@ -110,6 +141,9 @@ export async function recordAuditEvent(client: PoolClient, event: NewAuditEvent)
       event.keyName ?? null,
       event.scope ?? null,
       event.actor.clientAddress,
+      event.user?.id ?? null,
+      event.user?.email ?? null,
+      event.user?.role ?? null,
     ],
   )
 }

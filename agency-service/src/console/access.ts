@@ -6,6 +6,18 @@
  * | an agency     | every member of the agency (any role)           | its owners and admins                                              |
  * | a sub-account | its members, and the agency's owners and admins | the same people                                                    |
  *
+ * A key's own rate limit is set by the agency's owners and admins only, for
+ * agency and sub-account keys alike.
+ *
+ * A sub-account membership counts only together with a membership of the
+ * sub-account's agency: removing a user from an agency ends their access to
+ * its sub-accounts, whatever sub-account memberships remain.
+ *
+ * An agency's members (the members page: remove a membership, disable an
+ * account) are managed by its owners only: removing or locking out a person,
+ * an admin or another owner included, is more than key management, and an
+ * admin must not be able to remove the owners above them.
+ *
  * An agency or sub-account the user may not see is answered exactly as one
  * that does not exist (404); a visible one the user may not change is 403.
  */
@@ -34,6 +46,13 @@ export interface KeyArea {
   auditPath: string
   /** Who may read the trail: an agency's (with its sub-accounts'), its owners and admins; a sub-account's, whoever sees its keys. */
   canReadAudit: boolean
+  /** Where the agency's members page lives, for its owners; null for everyone else and in a sub-account's settings. */
+  membersPath: string | null
+  /**
+   * Who may give a key a rate limit of its own: the agency's owners and admins only. A limit is the agency's
+   * capacity to share out; a sub-account member who could raise their own key's limit would take it from the rest.
+   */
+  canSetRateLimit: boolean
 }
 
 export async function agencyKeyArea(pool: Pool, paths: ConsolePaths, userId: string, agencyId: string): Promise<KeyArea> {
@@ -54,6 +73,8 @@ export async function agencyKeyArea(pool: Pool, paths: ConsolePaths, userId: str
     keysPath: paths.agencyKeys(row.id),
     auditPath: paths.agencyAudit(row.id),
     canReadAudit: managesAgency(row.role),
+    membersPath: row.role === 'owner' ? paths.agencyMembers(row.id) : null,
+    canSetRateLimit: managesAgency(row.role),
   }
 }
 
@@ -69,7 +90,8 @@ export async function subAccountKeyArea(pool: Pool, paths: ConsolePaths, userId:
     [id, userId],
   )
   const row = rows[0]
-  if (row === undefined || !(row.member || managesAgency(row.role))) throw new ApiError('subAccountNotFound')
+  // No agency membership, no access: a sub-account membership alone grants nothing.
+  if (row === undefined || row.role === null || !(row.member || managesAgency(row.role))) throw new ApiError('subAccountNotFound')
   return {
     owner: { scope: 'SUB-ACCOUNT', subAccountId: row.id },
     agency: { id: row.agency_id, name: row.agency_name },
@@ -78,6 +100,8 @@ export async function subAccountKeyArea(pool: Pool, paths: ConsolePaths, userId:
     keysPath: paths.subAccountKeys(row.id),
     auditPath: paths.subAccountAudit(row.id),
     canReadAudit: true,
+    membersPath: null,
+    canSetRateLimit: managesAgency(row.role),
   }
 }
 
@@ -87,6 +111,16 @@ export function requireManage(area: KeyArea): void {
 
 export function requireAuditReader(area: KeyArea): void {
   if (!area.canReadAudit) throw new ApiError('forbidden', 'Only agency owners and admins can read the agency’s audit trail')
+}
+
+export function requireRateLimitSetter(area: KeyArea): void {
+  if (!area.canSetRateLimit) throw new ApiError('forbidden', 'Only agency owners and admins can change a key’s rate limit')
+}
+
+/** The members page of an agency area, or 403 for anyone but its owners. */
+export function requireMemberManager(area: KeyArea): string {
+  if (area.membersPath === null) throw new ApiError('forbidden', 'Only agency owners can manage the agency’s members')
+  return area.membersPath
 }
 
 export interface ConsoleHome {

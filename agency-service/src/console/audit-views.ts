@@ -17,6 +17,12 @@ const typeNames: Record<AuditEventType, string> = {
   'key.updated': 'Key addresses changed',
   'sub-account.created': 'Sub-account created',
   'sub-account.deleted': 'Sub-account deleted',
+  'user.created': 'User created',
+  'user.disabled': 'User disabled',
+  'user.password-changed': 'Password changed',
+  'user.signed-in': 'Signed in',
+  'user.sign-in-refused': 'Sign-in refused',
+  'membership.removed': 'Membership removed',
 }
 
 /** Names for the ids an event mentions, looked up for the page (a deleted key or sub-account keeps its id). */
@@ -39,11 +45,15 @@ function actorCell(event: AuditRecord, names: AuditNames): SafeHtml {
 
 function subjectCell(event: AuditRecord, names: AuditNames, area: KeyArea): SafeHtml {
   const key = event.keyId !== null && html`<strong>${event.keyName ?? names.keys.get(event.keyId) ?? ''}</strong> <code>${event.keyId}</code>`
+  // The user as they were at the time (their email and role then), whether or not they still belong to the agency.
+  const user =
+    event.user !== null &&
+    html`<span class="hint">user</span> <strong>${event.user.email}</strong>${event.user.role !== null && html` <span class="hint">(${event.user.role})</span>`}`
   const sub =
     area.subAccount === null &&
     event.subAccountId !== null &&
-    html`${key ? html`<br>` : ''}<span class="hint">sub-account</span> ${names.subAccounts.get(event.subAccountId) ?? ''} <code>${event.subAccountId}</code>`
-  return html`${key}${sub}`
+    html`${key || user ? html`<br>` : ''}<span class="hint">sub-account</span> ${names.subAccounts.get(event.subAccountId) ?? ''} <code>${event.subAccountId}</code>`
+  return html`${key}${user}${sub}`
 }
 
 export interface AuditPageOptions {
@@ -75,7 +85,7 @@ export function auditPage(options: AuditPageOptions): string {
     session,
     crumbs: crumbs(paths, area, undefined, { label: 'Audit trail', href: area.auditPath }),
     body: html`<h1>Audit trail</h1>
-<p class="lede">Every key created, rolled, changed, revoked or deleted${area.subAccount === null ? ', and every sub-account created or deleted,' : ''} for ${whose}, newest first, with who did it and from where. The trail cannot be changed or deleted.</p>
+<p class="lede">Every key created, rolled, changed, revoked or deleted${area.subAccount === null ? ', every sub-account created or deleted,' : ''} and every user created, disabled, removed, signing in or changing a password, for ${whose}, newest first, with who did it and from where. The trail cannot be changed or deleted.</p>
 ${settingsTabs(area, 'audit')}
 <form method="get" action="${area.auditPath}" class="inline-form filter-form">
   <div class="field">
@@ -93,7 +103,7 @@ ${
     : html`<div class="table-wrap" role="region" aria-labelledby="audit-caption" tabindex="0">
 <table>
   <caption id="audit-caption" class="visually-hidden">Audit events, newest first</caption>
-  <thead><tr><th scope="col">When</th><th scope="col">Event</th><th scope="col">Key or sub-account</th><th scope="col">Who</th><th scope="col">Client address</th></tr></thead>
+  <thead><tr><th scope="col">When</th><th scope="col">Event</th><th scope="col">Key, user or sub-account</th><th scope="col">Who</th><th scope="col">Client address</th></tr></thead>
   <tbody>${rows}</tbody>
 </table>
 </div>`

@@ -30,7 +30,8 @@ export function sessionOf(request: FastifyRequest): ConsoleSession {
 export function sessionHook(pool: Pool, now: () => Date, paths: ConsolePaths) {
   return async function requireSession(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
     const session = await findSession(pool, request.cookies[SESSION_COOKIE], now())
-    // Nothing is done for a request without a live session; the person is sent to sign in.
+    // Nothing is done for a request without a live session: unknown, expired, idle too long, or of a
+    // disabled user (disabling deletes the sessions; findSession refusing them is the second line).
     if (session === undefined) return reply.redirect(paths.signIn, 303)
     request.consoleSession = session
     return undefined

@@ -22,6 +22,7 @@ function homePage(paths: ConsolePaths, session: ConsoleSession, home: ConsoleHom
     <li><a href="${paths.agencyKeys(agency.id)}">Agency settings: API keys</a>${
       !managesAgency(agency.role) && html` <span class="hint">(view only)</span>`
     }</li>
+    ${agency.role === 'owner' && html`<li><a href="${paths.agencyMembers(agency.id)}">Agency settings: members</a></li>`}
     ${agency.subAccounts.map((sub) => html`<li><a href="${paths.subAccountKeys(sub.id)}">${sub.name}: sub-account settings, API keys</a></li>`)}
   </ul>
 </li>`,

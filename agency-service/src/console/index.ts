@@ -3,7 +3,9 @@
  * agency owners and admins manage agency keys, and sub-account members (and
  * agency owners and admins) manage sub-account keys (create with an expiry
  * and allowed addresses, roll with a grace period, change the addresses,
- * revoke, delete) and read the audit trail.
+ * revoke, delete) and read the audit trail; agency owners manage the
+ * agency's members (remove a membership, disable an account), and every user
+ * changes their own password.
  *
  * Register with `{ prefix: CONSOLE_PREFIX }`; every link, redirect and
  * cookie path is derived from the prefix it is registered with (paths.ts).
@@ -27,6 +29,8 @@ import { FORM_BODY_LIMIT } from './csrf.js'
 import { consoleErrorHandler, sendErrorPage } from './error-page.js'
 import { homeRoutes } from './home.js'
 import { keyRoutes } from './key-routes.js'
+import { memberRoutes } from './member-routes.js'
+import { passwordRoutes } from './password-routes.js'
 import { consolePaths } from './paths.js'
 import { securityHeaders } from './security-headers.js'
 import { signInRoutes } from './sign-in.js'
@@ -66,5 +70,7 @@ export const consolePlugin: FastifyPluginAsync<ConsoleOptions> = async (app: Fas
     await signedIn.register(homeRoutes, { pool, paths })
     await signedIn.register(keyRoutes, { pool, keys, now, paths })
     await signedIn.register(auditRoutes, { pool, paths })
+    await signedIn.register(memberRoutes, { pool, paths })
+    await signedIn.register(passwordRoutes, { pool, now, paths })
   })
 }

@@ -1,10 +1,13 @@
 /**
  * The key pages: the list with its create form (name, expiry, allowlist), the
  * one-time display of a new key, the roll page (grace presets), the
- * addresses page (the allowlist, changed later), and the revoke and delete
+ * addresses page (the allowlist, changed later), the rate-limit page (the
+ * key's own limit, or the route default), and the revoke and delete
  * confirmations.
  */
 import { MAX_ALLOWED_CIDRS } from '@scoped/shared/ip-address'
+import type { RateLimit } from '@scoped/shared/rate-limit'
+import { MAX_BURST, MAX_RATE } from '@scoped/shared/rate-limit'
 import { ACTIVE_KEY_LIMIT, KEY_NAME_MAX_LENGTH } from '../keys/key-service.js'
 import type { KeySummary } from '../keys/key-service.js'
 import type { KeyArea } from './access.js'
@@ -20,7 +23,7 @@ export const KEY_LIMIT_HINT = 'Revoke a key that is no longer used before creati
 export type KeyAction = 'revoke' | 'delete'
 
 /** What the list page says after a redirect; a closed vocabulary read from the query string. */
-export type Notice = 'revoked' | 'deleted' | 'addresses'
+export type Notice = 'revoked' | 'deleted' | 'addresses' | 'rate-limit'
 
 /** The expiry presets of the create form, in seconds (`date`: the date field instead). */
 export const EXPIRY_PRESETS = [
@@ -60,13 +63,13 @@ export function crumbs(
   return trail
 }
 
-/** The settings pages' tabs: API keys and, for those who may read it, the audit trail. */
-export function settingsTabs(area: KeyArea, current: 'keys' | 'audit'): SafeHtml {
+/** The settings pages' tabs: API keys and, for those who may use them, the audit trail and the agency's members. */
+export function settingsTabs(area: KeyArea, current: 'keys' | 'audit' | 'members'): SafeHtml {
   const tab = (label: string, href: string, here: boolean): SafeHtml =>
     here ? html`<li><a href="${href}" aria-current="page">${label}</a></li>` : html`<li><a href="${href}">${label}</a></li>`
   return html`<nav class="tabs" aria-label="${settingsName(area)}"><ul>${tab('API keys', area.keysPath, current === 'keys')}${
     area.canReadAudit && tab('Audit trail', area.auditPath, current === 'audit')
-  }</ul></nav>`
+  }${area.membersPath !== null && tab('Members', area.membersPath, current === 'members')}</ul></nav>`
 }
 
 /** The tenant a page is about, in words: "Acme" or "Acme West (a sub-account of Acme)". */
@@ -96,13 +99,22 @@ function addressesCell(key: KeySummary): SafeHtml {
   return html`<ul class="plain-list">${key.allowedCidrs.map((cidr) => html`<li><code>${cidr}</code></li>`)}</ul>`
 }
 
+/** A key's own rate limit in words: "50 per second, bursts of 100". */
+export function rateLimitText(limit: RateLimit): string {
+  return `${limit.rate} per second, bursts of ${limit.burst}`
+}
+
+function rateLimitCell(key: KeySummary): SafeHtml {
+  return key.rateLimit === null ? html`<span>Route default</span>` : html`<span>${rateLimitText(key.rateLimit)}</span>`
+}
+
 function keyRow(area: KeyArea, key: KeySummary): SafeHtml {
   const active = key.status === 'active'
   const actions =
     area.canManage &&
     html`${active && key.replacedBy === null && html`<a href="${area.keysPath}/${key.id}/roll" aria-label="Roll ${key.name}">Roll</a>`}${
       active && html`<a href="${area.keysPath}/${key.id}/addresses" aria-label="Addresses of ${key.name}">Addresses</a>`
-    }${active && html`<a href="${area.keysPath}/${key.id}/revoke" aria-label="Revoke ${key.name}">Revoke</a>`}<a href="${area.keysPath}/${key.id}/delete" aria-label="Delete ${key.name}">Delete</a>`
+    }${active && area.canSetRateLimit && html`<a href="${area.keysPath}/${key.id}/rate-limit" aria-label="Rate limit of ${key.name}">Rate limit</a>`}${active && html`<a href="${area.keysPath}/${key.id}/revoke" aria-label="Revoke ${key.name}">Revoke</a>`}<a href="${area.keysPath}/${key.id}/delete" aria-label="Delete ${key.name}">Delete</a>`
   return html`<tr>
   <th scope="row">${key.name}<br><span class="hint-code key-hint">${key.hint}</span></th>
   <td class="scope">${key.scope}</td>
@@ -111,6 +123,7 @@ function keyRow(area: KeyArea, key: KeySummary): SafeHtml {
   <td>${formatTime(key.lastUsedAt, 'Never')}${key.lastUsedIp !== null && html`<br><span class="hint">from <code>${key.lastUsedIp}</code></span>`}</td>
   <td>${formatTime(key.expiresAt, 'Never')}</td>
   <td>${addressesCell(key)}</td>
+  <td>${rateLimitCell(key)}</td>
   <td>${formatTime(key.revokedAt, '—')}</td>
   ${area.canManage && html`<td class="actions-cell">${actions}</td>`}
 </tr>`
@@ -123,7 +136,7 @@ function keyTable(area: KeyArea, keys: readonly KeySummary[]): SafeHtml {
   <caption class="visually-hidden">API keys of ${area.subAccount?.name ?? area.agency.name}, newest first</caption>
   <thead><tr>
     <th scope="col">Name</th><th scope="col">Scope</th><th scope="col">Status</th>
-    <th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">Addresses</th><th scope="col">Revoked</th>
+    <th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">Addresses</th><th scope="col">Rate limit</th><th scope="col">Revoked</th>
     ${area.canManage && html`<th scope="col">Actions</th>`}
   </tr></thead>
   <tbody>${keys.map((key) => keyRow(area, key))}</tbody>
@@ -215,6 +228,7 @@ const noticeText: Record<Notice, string> = {
   revoked: 'The key was revoked. It no longer authenticates any request.',
   deleted: 'The key was deleted, with its record.',
   addresses: 'The key’s allowed addresses were changed. The next request is judged by the new list, on every gateway.',
+  'rate-limit': 'The key’s rate limit was changed. The next request is counted against the new limit, on every gateway.',
 }
 
 export interface KeysPageOptions {
@@ -400,6 +414,55 @@ export function addressesPage(
       ${state.error !== undefined && html`<p class="field-error" id="key-cidrs-error" role="alert">${state.error}</p>`}
     </div>
     <div class="actions"><button type="submit">Save addresses</button><a href="${area.keysPath}">Cancel</a></div>
+  </form>
+</div>`,
+  })
+}
+
+/** Which field of the rate-limit form an error is about. */
+export type RateLimitField = 'rate' | 'burst'
+
+export interface RateLimitFormState {
+  rate?: string
+  burst?: string
+  error?: string
+  errorField?: RateLimitField
+}
+
+export function rateLimitPage(paths: ConsolePaths, session: ConsoleSession, area: KeyArea, key: KeySummary, state: RateLimitFormState = {}): string {
+  const rate = state.rate ?? (key.rateLimit === null ? '' : String(key.rateLimit.rate))
+  const burst = state.burst ?? (key.rateLimit === null ? '' : String(key.rateLimit.burst))
+  const field = (name: RateLimitField, label: string, hint: string, value: string): SafeHtml => {
+    const wrong = state.error !== undefined && state.errorField === name
+    return html`<div class="field">
+      <label for="key-${name}">${label}</label>
+      <p class="hint" id="key-${name}-hint">${hint}</p>
+      <input type="text" inputmode="decimal" id="key-${name}" name="${name}" value="${value}" autocomplete="off" aria-describedby="${
+        wrong ? `key-${name}-hint key-${name}-error` : `key-${name}-hint`
+      }"${wrong ? html` aria-invalid="true"` : ''}>
+      ${wrong && html`<p class="field-error" id="key-${name}-error" role="alert">${state.error}</p>`}
+    </div>`
+  }
+  return page({
+    paths,
+    title: 'Rate limit',
+    session,
+    crumbs: crumbs(paths, area, 'Rate limit'),
+    body: html`<h1>Rate limit</h1>
+<div class="panel">
+  ${keyLine(key)}
+  <p>Now: <strong>${key.rateLimit === null ? 'the route default' : rateLimitText(key.rateLimit)}</strong>.</p>
+  <p>The route default is the per-key limit the gateway operator set for each route. A limit of the key’s own replaces it on every route this key reaches, each route counted on its own; the limits on all of the tenant's keys together stay the operator's. A request over the limit gets 429, on every gateway, from the next request on.</p>
+  ${state.error !== undefined && state.errorField === undefined && html`<div class="alert" role="alert"><p>${state.error}</p></div>`}
+  <form method="post" action="${area.keysPath}/${key.id}/rate-limit" novalidate>
+    ${csrfInput(session.csrfToken)}
+    <div class="field-row">
+      ${field('rate', 'Requests per second', `Tokens added to the key’s bucket each second: above 0 (0.5 is one every 2 seconds), at most ${MAX_RATE}.`, rate)}
+      ${field('burst', 'Burst', `The most requests the key may send at once: a whole number from 1 to ${MAX_BURST}.`, burst)}
+    </div>
+    <div class="actions"><button type="submit" name="action" value="set">Save rate limit</button>${
+      key.rateLimit !== null && html`<button type="submit" name="action" value="clear" class="button-secondary">Use the route default</button>`
+    }<a href="${area.keysPath}">Cancel</a></div>
   </form>
 </div>`,
   })

@@ -29,6 +29,7 @@ function header(paths: ConsolePaths, session: ConsoleSession | undefined): SafeH
     session &&
     html`<div class="account">
     <span>Signed in as <strong>${session.email}</strong></span>
+    <a href="${paths.accountPassword}">Your password</a>
     <form method="post" action="${paths.signOut}">${csrfInput(session.csrfToken)}<button type="submit" class="link-button">Sign out</button></form>
   </div>`
   }

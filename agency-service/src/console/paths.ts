@@ -16,6 +16,8 @@ export const consoleRoutes = {
   subAccountKeys: '/sub-accounts/:tenantId/keys',
   agencyAudit: '/agencies/:tenantId/audit',
   subAccountAudit: '/sub-accounts/:tenantId/audit',
+  agencyMembers: '/agencies/:tenantId/members',
+  accountPassword: '/account/password',
 } as const
 
 export interface ConsolePaths {
@@ -33,6 +35,10 @@ export interface ConsolePaths {
   agencyAudit(agencyId: string): string
   /** A sub-account's audit trail. */
   subAccountAudit(subAccountId: string): string
+  /** An agency's members page (its owners'). */
+  agencyMembers(agencyId: string): string
+  /** The signed-in user's own password. */
+  readonly accountPassword: string
 }
 
 /** The absolute paths of a console registered under `prefix` (e.g. `/console`; '' at the root). */
@@ -48,5 +54,7 @@ export function consolePaths(prefix: string): ConsolePaths {
     subAccountKeys: (subAccountId) => under(consoleRoutes.subAccountKeys.replace(':tenantId', () => subAccountId)),
     agencyAudit: (agencyId) => under(consoleRoutes.agencyAudit.replace(':tenantId', () => agencyId)),
     subAccountAudit: (subAccountId) => under(consoleRoutes.subAccountAudit.replace(':tenantId', () => subAccountId)),
+    agencyMembers: (agencyId) => under(consoleRoutes.agencyMembers.replace(':tenantId', () => agencyId)),
+    accountPassword: under(consoleRoutes.accountPassword),
   }
 }

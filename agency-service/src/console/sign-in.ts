@@ -6,15 +6,21 @@
  * (email, client address), or per (user, device) for a browser that signed
  * in as that user before, decided from memory first so a refused attempt
  * costs no database work (sign-in-throttle.ts, device-cookie.ts); an unknown
- * email costs the same scrypt work as a known one; a hash of an older cost is
- * replaced by one at today's; and success replaces any earlier session with a
- * new one (never reusing a token the browser had before) and marks the
- * browser as a known device of the user. Sign-out deletes the session row and
- * the cookie.
+ * email costs the same scrypt work as a known one, and a disabled user gets
+ * the refusal of a wrong password after the same check, so neither the
+ * answer nor its timing tells whether an account exists or is disabled; a
+ * hash of an older cost is replaced by one at today's; and success replaces
+ * any earlier session with a new one (never reusing a token the browser had
+ * before) and marks the browser as a known device of the user. Every sign-in
+ * and every refusal of a known user is recorded in the audit trail of each of
+ * the user's agencies (user.signed-in, user.sign-in-refused, with the client
+ * address); an unknown email has no trail to go to. Sign-out deletes the
+ * session row and the cookie.
  */
 import { randomBytes } from 'node:crypto'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Pool } from '@scoped/shared/db'
+import { inTransaction } from '@scoped/shared/db'
 import { errorCatalog } from '@scoped/shared/errors'
 import { hashPassword, MAX_PASSWORD_LENGTH, needsRehash, PasswordHashBusy, verifyPassword } from '@scoped/shared/passwords'
 import { cookieOptions, SESSION_COOKIE, SIGN_IN_COOKIE } from './cookies.js'
@@ -28,8 +34,17 @@ import { createSession, deleteSession, findSession, isWellFormedToken, newToken 
 import { DEVICE_COOKIE, DEVICE_MAX_AGE_SECONDS, deviceCookieValue, newDeviceId, readDeviceCookie } from './device-cookie.js'
 import { SignInThrottle, signInSubjects } from './sign-in-throttle.js'
 import { csrfHook, sessionHook, sessionOf } from './authenticate.js'
+import { userActor } from '../audit/actor.js'
+import { recordUserEvent } from '../users/user-events.js'
 
 const EMAIL_MAX_LENGTH = 254
+
+interface SignInUser {
+  id: string
+  email: string
+  password_hash: string
+  disabled: boolean
+}
 
 export const SIGN_IN_FAILED_MESSAGE = 'The email or password is incorrect.'
 export const SIGN_IN_THROTTLED_MESSAGE = 'Too many failed sign-in attempts. Wait a few minutes and try again.'
@@ -126,11 +141,12 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
       )
     }
 
-    let user: { id: string; password_hash: string } | undefined
+    let user: SignInUser | undefined
     let passwordOk: boolean
     try {
-      const { rows } = await pool.query<{ id: string; password_hash: string }>(`SELECT id, password_hash FROM users WHERE email = $1`, [email])
+      const { rows } = await pool.query<SignInUser>(`SELECT id, email, password_hash, disabled_at IS NOT NULL AS disabled FROM users WHERE email = $1`, [email])
       user = rows[0]
+      // Checked for a disabled user too: the answer and its cost must not tell a disabled account from a wrong password.
       passwordOk = password.length > 0 && password.length <= MAX_PASSWORD_LENGTH && (await verifyPassword(password, user?.password_hash ?? (await decoyHash())))
     } catch (error) {
       throttle.abandoned(attempt)
@@ -138,16 +154,35 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
       request.log.warn('console: sign-in refused, password checks busy')
       return sendPage(reply.header('retry-after', '5'), 503, signInPage(paths, { csrfToken, email, error: SIGN_IN_BUSY_MESSAGE }))
     }
-    if (user === undefined || !passwordOk) {
+    const refuse = async (known: SignInUser | undefined): Promise<FastifyReply> => {
       await throttle.failed(attempt)
-      request.log.info({ knownDevice: device !== undefined }, 'console: sign-in failed')
+      if (known !== undefined) await inTransaction(pool, (client) => recordUserEvent(client, 'user.sign-in-refused', known, userActor(known.id, request.ip)))
+      request.log.info(
+        { knownDevice: device !== undefined, ...(known?.disabled === true ? { userId: known.id, disabled: true } : {}) },
+        'console: sign-in failed',
+      )
       return sendPage(reply, 401, signInPage(paths, { csrfToken, email, error: SIGN_IN_FAILED_MESSAGE }))
     }
+    if (user === undefined || !passwordOk || user.disabled) return refuse(user)
 
+    const signedInUser = user
+    let created: Awaited<ReturnType<typeof createSession>>
+    try {
+      if (needsRehash(user.password_hash)) await rehash(request, pool, user, password)
+      await deleteSession(pool, request.cookies[SESSION_COOKIE])
+      created = await inTransaction(pool, async (client) => {
+        const made = await createSession(client, signedInUser.id, now())
+        if (made !== undefined) await recordUserEvent(client, 'user.signed-in', signedInUser, userActor(signedInUser.id, request.ip))
+        return made
+      })
+    } catch (error) {
+      throttle.abandoned(attempt)
+      throw error
+    }
+    // Disabled between the password check and the session: refused like any other disabled account.
+    if (created === undefined) return refuse({ ...user, disabled: true })
     await throttle.succeeded(attempt)
-    if (needsRehash(user.password_hash)) await rehash(request, pool, user, password)
-    await deleteSession(pool, request.cookies[SESSION_COOKIE])
-    const { token } = await createSession(pool, user.id, now())
+    const { token } = created
     request.log.info({ userId: user.id }, 'console: signed in')
     reply.setCookie(SESSION_COOKIE, token, cookieOptions(paths.home))
     reply.clearCookie(SIGN_IN_COOKIE, cookieOptions(paths.home))

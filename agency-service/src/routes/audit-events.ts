@@ -1,9 +1,12 @@
 /**
  * GET /v1/agency/audit-events: the caller's agency's audit trail (its own
- * key events and its sub-accounts' key and sub-account events), newest
- * first, as a list like every other (`?limit=`, `?cursor=`), filtered by
+ * key events, its sub-accounts' key and sub-account events, and its console
+ * users' events: created, disabled, password changed, signed in, sign-in
+ * refused, membership removed), newest first, as a list like every other (`?limit=`, `?cursor=`), filtered by
  * `?type=`, `?keyId=`, `?subAccountId=`, `?since=` (inclusive) and `?until=`
- * (exclusive). Items: `{id, type, at, actor: {kind, id}, keyId, subAccountId, clientAddress}`.
+ * (exclusive). Items: `{id, type, at, actor: {kind, id}, keyId, subAccountId, clientAddress}`,
+ * the contract's fields and no more: the user a user event is about (and
+ * their role) is shown in the console's trail, not here.
  */
 import type { FastifyInstance } from 'fastify'
 import { idSchema, pageResponse, timestampSchema } from '@scoped/shared/api-document'

@@ -1,0 +1,134 @@
+/**
+ * Agency settings → Members, for the agency's owners (access.ts): the list,
+ * and removing a membership or disabling an account, each confirmed first
+ * (GET shows the confirmation, POST does it and redirects to the list).
+ *
+ *   GET  …/members                                         the list
+ *   GET  …/members/:userId/remove                          confirm; POST: remove the agency membership (and its sub-accounts')
+ *   GET  …/members/:userId/sub-accounts/:subAccountId/remove  confirm; POST: remove that sub-account membership
+ *   GET  …/members/:userId/disable                         confirm; POST: disable the account
+ *
+ * Rules, besides being an owner: nobody removes or disables themselves here
+ * (so an agency always keeps the owner who acts), and an account is disabled
+ * from here only when it belongs to this agency alone (UserService.disableMember:
+ * one agency must not lock a person out of another's); otherwise the
+ * membership is removed instead. A user who is not a member, or a sub-account
+ * of another agency, is not found (404).
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { Pool } from '@scoped/shared/db'
+import { ApiError } from '@scoped/shared/errors'
+import { uuidOrNotFound } from '@scoped/shared/validation'
+import { userActor } from '../audit/actor.js'
+import type { AgencyMember } from '../users/members.js'
+import { findAgencyMember, listAgencyMembers } from '../users/members.js'
+import { MembershipService } from '../users/memberships.js'
+import { SHARED_ACCOUNT_MESSAGE, UserService } from '../users/user-service.js'
+import type { KeyArea } from './access.js'
+import { agencyKeyArea, requireMemberManager } from './access.js'
+import { sessionOf } from './authenticate.js'
+import { FORM_BODY_LIMIT } from './csrf.js'
+import { sendPage } from './error-page.js'
+import type { MemberAction, MemberNotice } from './member-views.js'
+import { memberConfirmPage, memberNotices, membersPage } from './member-views.js'
+import type { ConsolePaths } from './paths.js'
+import { consoleRoutes } from './paths.js'
+
+type TenantParams = { tenantId: string }
+type MemberParams = TenantParams & { userId: string }
+type SubAccountMemberParams = MemberParams & { subAccountId: string }
+
+interface Managed {
+  area: KeyArea
+  membersPath: string
+}
+
+function noticeOf(query: unknown): MemberNotice | undefined {
+  const value = typeof query === 'object' && query !== null ? (query as Record<string, unknown>)['notice'] : undefined
+  return memberNotices.find((known) => known === value)
+}
+
+export async function memberRoutes(app: FastifyInstance, options: { pool: Pool; paths: ConsolePaths }): Promise<void> {
+  const { pool, paths } = options
+  const users = new UserService(pool)
+  const memberships = new MembershipService(pool)
+  const base = consoleRoutes.agencyMembers
+
+  /** The agency's members area, for an owner of it (403 for its other members, 404 for everyone else). */
+  async function managed(request: FastifyRequest<{ Params: TenantParams }>): Promise<Managed> {
+    const area = await agencyKeyArea(pool, paths, sessionOf(request).userId, request.params.tenantId)
+    return { area, membersPath: requireMemberManager(area) }
+  }
+
+  /** A member of the agency other than the signed-in owner. */
+  async function otherMember(request: FastifyRequest<{ Params: MemberParams }>, area: KeyArea): Promise<AgencyMember> {
+    const userId = uuidOrNotFound(request.params.userId, () => new ApiError('userNotFound'))
+    const member = await findAgencyMember(pool, area.agency.id, userId)
+    if (member === undefined) throw new ApiError('userNotFound')
+    if (member.id === sessionOf(request).userId) {
+      throw new ApiError('forbidden', 'You cannot remove or disable your own account here: ask another owner of the agency, or an operator')
+    }
+    return member
+  }
+
+  function subAccountOf(request: FastifyRequest<{ Params: SubAccountMemberParams }>, member: AgencyMember): { id: string; name: string } {
+    const subAccountId = uuidOrNotFound(request.params.subAccountId, () => new ApiError('membershipNotFound'))
+    const subAccount = member.subAccounts.find((sub) => sub.id === subAccountId)
+    if (subAccount === undefined) throw new ApiError('membershipNotFound')
+    return subAccount
+  }
+
+  app.get<{ Params: TenantParams }>(base, async (request, reply) => {
+    const { area, membersPath } = await managed(request)
+    const members = await listAgencyMembers(pool, area.agency.id)
+    return sendPage(reply, 200, membersPage({ paths, session: sessionOf(request), area, membersPath, members, notice: noticeOf(request.query) }))
+  })
+
+  const confirm = async (request: FastifyRequest<{ Params: MemberParams }>, action: (member: AgencyMember) => MemberAction): Promise<string> => {
+    const { area, membersPath } = await managed(request)
+    const member = await otherMember(request, area)
+    return memberConfirmPage(paths, sessionOf(request), area, membersPath, member, action(member))
+  }
+
+  app.get<{ Params: MemberParams }>(`${base}/:userId/remove`, async (request, reply) =>
+    sendPage(reply, 200, await confirm(request, () => ({ kind: 'remove' }))),
+  )
+
+  app.post<{ Params: MemberParams }>(`${base}/:userId/remove`, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
+    const { area, membersPath } = await managed(request)
+    const member = await otherMember(request, area)
+    await memberships.removeMember(area.agency.id, member.id, undefined, userActor(sessionOf(request).userId, request.ip))
+    request.log.info({ userId: member.id, agencyId: area.agency.id }, 'console: membership removed')
+    return reply.redirect(`${membersPath}?notice=removed`, 303)
+  })
+
+  const subAccountPath = `${base}/:userId/sub-accounts/:subAccountId/remove`
+  app.get<{ Params: SubAccountMemberParams }>(subAccountPath, async (request, reply) =>
+    sendPage(reply, 200, await confirm(request, (member) => ({ kind: 'remove-sub-account', subAccount: subAccountOf(request, member) }))),
+  )
+
+  app.post<{ Params: SubAccountMemberParams }>(subAccountPath, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
+    const { area, membersPath } = await managed(request)
+    const member = await otherMember(request, area)
+    const subAccount = subAccountOf(request, member)
+    await memberships.removeMember(area.agency.id, member.id, subAccount.id, userActor(sessionOf(request).userId, request.ip))
+    request.log.info({ userId: member.id, subAccountId: subAccount.id }, 'console: sub-account membership removed')
+    return reply.redirect(`${membersPath}?notice=sub-account-removed`, 303)
+  })
+
+  app.get<{ Params: MemberParams }>(`${base}/:userId/disable`, async (request, reply) => {
+    const page = await confirm(request, (member) => {
+      if (member.inOtherAgencies) throw new ApiError('conflict', SHARED_ACCOUNT_MESSAGE)
+      return { kind: 'disable' }
+    })
+    return sendPage(reply, 200, page)
+  })
+
+  app.post<{ Params: MemberParams }>(`${base}/:userId/disable`, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
+    const { area, membersPath } = await managed(request)
+    const member = await otherMember(request, area)
+    await users.disableMember(area.agency.id, member.id, userActor(sessionOf(request).userId, request.ip))
+    request.log.info({ userId: member.id, agencyId: area.agency.id }, 'console: user disabled')
+    return reply.redirect(`${membersPath}?notice=disabled`, 303)
+  })
+}

@@ -1,0 +1,80 @@
+/**
+ * The signed-in user's own password (every user, whatever their role):
+ *
+ *   GET  <prefix>/account/password   the form
+ *   POST <prefix>/account/password   change it, then redirect back with a notice
+ *
+ * The current password is required, so a session left open on someone
+ * else's screen cannot take the account over; wrong guesses count against
+ * the same allowances as failed sign-ins (per client address and per (email,
+ * client address), sign-in-throttle.ts), so the form is no way around them.
+ * The new password meets the rules of `ctl user create` (length, the
+ * common-password list), checked before the current one, so a refusal of it
+ * says nothing about the current one. Every other session of the user ends.
+ */
+import type { FastifyInstance } from 'fastify'
+import type { Pool } from '@scoped/shared/db'
+import { passwordProblem, PasswordHashBusy } from '@scoped/shared/passwords'
+import { userActor } from '../audit/actor.js'
+import { UserService } from '../users/user-service.js'
+import { sessionOf } from './authenticate.js'
+import { FORM_BODY_LIMIT, formField } from './csrf.js'
+import { sendPage } from './error-page.js'
+import type { ConsolePaths } from './paths.js'
+import { consoleRoutes } from './paths.js'
+import { passwordPage } from './password-views.js'
+import { SIGN_IN_BUSY_MESSAGE, SIGN_IN_THROTTLED_MESSAGE } from './sign-in.js'
+import { SignInThrottle, signInSubjects } from './sign-in-throttle.js'
+
+export const WRONG_CURRENT_PASSWORD_MESSAGE = 'The current password is incorrect.'
+
+export async function passwordRoutes(app: FastifyInstance, options: { pool: Pool; now: () => Date; paths: ConsolePaths }): Promise<void> {
+  const { pool, now, paths } = options
+  const users = new UserService(pool)
+  const throttle = new SignInThrottle(pool)
+
+  app.get(consoleRoutes.accountPassword, async (request, reply) => {
+    const changed = (request.query as Record<string, unknown> | undefined)?.['notice'] === 'changed'
+    return sendPage(reply, 200, passwordPage(paths, sessionOf(request), { changed }))
+  })
+
+  app.post(consoleRoutes.accountPassword, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
+    const session = sessionOf(request)
+    const current = formField(request, 'currentPassword') ?? ''
+    const next = formField(request, 'newPassword') ?? ''
+    if (next !== (formField(request, 'newPasswordAgain') ?? '')) {
+      return sendPage(reply, 400, passwordPage(paths, session, { error: 'The two new passwords differ.', errorField: 'newPasswordAgain' }))
+    }
+    const problem = passwordProblem(next)
+    if (problem !== undefined) {
+      const sentence = `${problem.charAt(0).toUpperCase()}${problem.slice(1)}.`
+      return sendPage(reply, 400, passwordPage(paths, session, { error: sentence, errorField: 'newPassword' }))
+    }
+
+    const attempt = await throttle.begin(signInSubjects(session.email, request.ip, undefined), now())
+    if (!attempt.allowed) {
+      request.log.warn({ userId: session.userId, decidedBy: attempt.decidedBy }, 'console: password change throttled')
+      return sendPage(
+        reply.header('retry-after', String(attempt.retryAfterSeconds)),
+        429,
+        passwordPage(paths, session, { error: SIGN_IN_THROTTLED_MESSAGE, errorField: 'currentPassword' }),
+      )
+    }
+    let outcome
+    try {
+      outcome = await users.changeOwnPassword(session.userId, current, next, userActor(session.userId, request.ip), session.tokenHash)
+    } catch (error) {
+      throttle.abandoned(attempt)
+      if (!(error instanceof PasswordHashBusy)) throw error
+      return sendPage(reply.header('retry-after', '5'), 503, passwordPage(paths, session, { error: SIGN_IN_BUSY_MESSAGE, errorField: 'currentPassword' }))
+    }
+    if (outcome === 'wrong-password') {
+      await throttle.failed(attempt)
+      request.log.info({ userId: session.userId }, 'console: password change refused, wrong current password')
+      return sendPage(reply, 400, passwordPage(paths, session, { error: WRONG_CURRENT_PASSWORD_MESSAGE, errorField: 'currentPassword' }))
+    }
+    await throttle.succeeded(attempt)
+    request.log.info({ userId: session.userId }, 'console: password changed')
+    return reply.redirect(`${paths.accountPassword}?notice=changed`, 303)
+  })
+}

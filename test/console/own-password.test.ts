@@ -1,0 +1,115 @@
+/**
+ * Every signed-in user changes their own password (issue 16): the current
+ * password is required, the new one meets the rules of `ctl user create`,
+ * wrong guesses are throttled like failed sign-ins, the user's other sessions
+ * end while this one stays, and the change is in the audit trail.
+ */
+import t from 'tap'
+import { MAX_FAILURES_PER_EMAIL_AND_CLIENT } from '@scoped/agency-service/console/sign-in-throttle'
+import { ConsoleClient, createUserWith, createWorld, csrfToken, PASSWORD, signedIn, startConsole } from './console-harness.js'
+
+const FORM = '/console/account/password'
+const NEW_PASSWORD = 'an entirely different passphrase'
+
+t.test('the form: current password, the new one twice, each refusal beside its field, nothing changed', async (t) => {
+  const { app, pool } = await startConsole(t)
+  const world = await createWorld(pool)
+  const member = await signedIn(app, world.member.email)
+  const home = await member.get('/console')
+  t.match(home.body, `<a href="${FORM}">Your password</a>`, 'every page links to it')
+  const page = await member.get(FORM)
+  t.equal(page.statusCode, 200)
+  t.match(page.body, '<h1>Your password</h1>')
+  t.match(page.body, '<input type="password" id="currentPassword" name="currentPassword" autocomplete="current-password"')
+  t.match(page.body, '<input type="password" id="newPassword" name="newPassword" autocomplete="new-password"')
+  t.match(page.body, 'id="newPasswordAgain"')
+  const token = csrfToken(page.body)
+
+  const refusals: Array<[string, Record<string, string>, string, string]> = [
+    [
+      'the two new ones differ',
+      { currentPassword: PASSWORD, newPassword: NEW_PASSWORD, newPasswordAgain: `${NEW_PASSWORD}!` },
+      'newPasswordAgain',
+      'The two new passwords differ.',
+    ],
+    ['too short', { currentPassword: PASSWORD, newPassword: 'short', newPasswordAgain: 'short' }, 'newPassword', 'Password must be at least 10 characters.'],
+    [
+      'a common password',
+      { currentPassword: PASSWORD, newPassword: 'password123', newPasswordAgain: 'password123' },
+      'newPassword',
+      'one of the most common passwords',
+    ],
+    [
+      'a wrong current password',
+      { currentPassword: 'not the password', newPassword: NEW_PASSWORD, newPasswordAgain: NEW_PASSWORD },
+      'currentPassword',
+      'The current password is incorrect.',
+    ],
+  ]
+  for (const [what, form, field, message] of refusals) {
+    const response = await member.post(FORM, { csrf: token, ...form })
+    t.equal(response.statusCode, 400, what)
+    t.match(response.body, `<p class="field-error" id="${field}-error" role="alert">`, `${what}: beside ${field}`)
+    t.match(response.body, message, what)
+    t.match(response.body, new RegExp(`id="${field}"[^>]*aria-invalid="true"`), `${what}: ${field} marked invalid`)
+  }
+  t.equal(
+    (await member.post(FORM, { currentPassword: PASSWORD, newPassword: NEW_PASSWORD, newPasswordAgain: NEW_PASSWORD })).statusCode,
+    403,
+    'not without CSRF',
+  )
+  t.equal((await new ConsoleClient(app).signIn(world.member.email, PASSWORD)).statusCode, 303, 'the password is unchanged')
+  t.equal((await pool.query(`SELECT 1 FROM audit_events WHERE type = 'user.password-changed'`)).rowCount, 0, 'and nothing recorded')
+})
+
+t.test('a change keeps this session, ends the others, and only the new password signs in', async (t) => {
+  const { app, pool } = await startConsole(t)
+  const world = await createWorld(pool)
+  const here = await signedIn(app, world.member.email, '192.0.2.44')
+  const elsewhere = await signedIn(app, world.member.email, '198.51.100.9')
+  const token = csrfToken((await here.get(FORM)).body)
+
+  const changed = await here.post(FORM, { csrf: token, currentPassword: PASSWORD, newPassword: NEW_PASSWORD, newPasswordAgain: NEW_PASSWORD })
+  t.equal(changed.statusCode, 303)
+  t.equal(changed.headers.location, `${FORM}?notice=changed`)
+  t.match((await here.get(String(changed.headers.location))).body, 'Your password was changed. Your other sessions have ended.')
+  t.equal((await here.get('/console')).statusCode, 200, 'this session stays')
+  t.equal((await elsewhere.get('/console')).statusCode, 303, 'the other one ended at once')
+  t.equal((await new ConsoleClient(app).signIn(world.member.email, PASSWORD)).statusCode, 401, 'the old password is refused')
+  t.equal((await new ConsoleClient(app).signIn(world.member.email, NEW_PASSWORD)).statusCode, 303, 'the new one signs in')
+
+  const { rows } = await pool.query(
+    `SELECT type, actor_kind, actor_id, user_id, role, host(client_address) AS client_address FROM audit_events
+      WHERE agency_id = $1 AND type = 'user.password-changed'`,
+    [world.agencyId],
+  )
+  t.same(rows, [
+    {
+      type: 'user.password-changed',
+      actor_kind: 'user',
+      actor_id: world.member.id,
+      user_id: world.member.id,
+      role: 'member',
+      client_address: '192.0.2.44',
+    },
+  ])
+})
+
+t.test(`wrong current passwords count like failed sign-ins: after ${MAX_FAILURES_PER_EMAIL_AND_CLIENT}, 429`, async (t) => {
+  const { app, pool } = await startConsole(t)
+  const world = await createWorld(pool)
+  const user = await createUserWith(pool, world.agencyId, 'member')
+  const session = await signedIn(app, user.email)
+  const token = csrfToken((await session.get(FORM)).body)
+  const guess = (currentPassword: string) => session.post(FORM, { csrf: token, currentPassword, newPassword: NEW_PASSWORD, newPasswordAgain: NEW_PASSWORD })
+  for (let i = 0; i < MAX_FAILURES_PER_EMAIL_AND_CLIENT; i++) t.equal((await guess(`guess number ${i}`)).statusCode, 400, `guess ${i + 1}`)
+  const throttled = await guess(PASSWORD)
+  t.equal(throttled.statusCode, 429, 'then even the right one is held back')
+  t.ok(Number(throttled.headers['retry-after']) > 0, 'with Retry-After')
+  t.equal((await new ConsoleClient(app, '203.0.113.10').signIn(user.email)).statusCode, 429, 'and so is signing in from that client, as the same allowance')
+  t.equal(
+    (await new ConsoleClient(app, '192.0.2.200').signIn(user.email)).statusCode,
+    303,
+    'from elsewhere the account still signs in, with its password unchanged',
+  )
+})
