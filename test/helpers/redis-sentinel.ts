@@ -164,8 +164,13 @@ export async function startSentinelDeployment(t: Teardown, masterName = 'scoped-
     },
     async demotePrimary() {
       await until('a healthy replica to promote', 30_000, async () => ((await healthyReplicas()) > 0 ? true : undefined))
-      const port = await primaryPort()
-      await withClient(sentinelPort, (client) => client.call('SENTINEL', 'FAILOVER', masterName))
+      // Right after another failover the Sentinel may still be reconfiguring the replicas and answer
+      // INPROG (or NOGOODSLAVE while they resync): asked again until it takes this one on.
+      let port = 0
+      await until('the Sentinel to start a planned failover', 60_000, async () => {
+        port = await primaryPort()
+        return withClient(sentinelPort, (client) => client.call('SENTINEL', 'FAILOVER', masterName))
+      })
       return port
     },
     waitForFailover(oldPort, timeoutMs = 30_000) {
