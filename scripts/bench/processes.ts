@@ -52,8 +52,15 @@ export async function start(
 }
 
 /** A Node script of this repository, with the orchestrator's loader flags (tsx, the scoped-dev condition). */
-export function startNode(name: string, script: string, args: string[], env: NodeJS.ProcessEnv, ready: RegExp | (() => Promise<boolean>)): Promise<Started> {
-  return start(name, process.execPath, [...process.execArgv, script, ...args], env, ready)
+export function startNode(
+  name: string,
+  script: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  ready: RegExp | (() => Promise<boolean>),
+  nodeArgs: string[] = [],
+): Promise<Started> {
+  return start(name, process.execPath, [...process.execArgv, ...nodeArgs, script, ...args], env, ready)
 }
 
 export { freePort } from '../../test/helpers/processes.js'
