@@ -2,6 +2,13 @@ import t from 'tap'
 import { generateKey, hashKey, KEY_LENGTH, KEY_PREFIX, keyHint, parseKey } from '@scoped/shared/keys'
 
 const valid = generateKey()
+
+/** The key with its first two different neighbouring secret characters swapped (two equal ones would change nothing). */
+function swapDistinctNeighbours(key: string): string {
+  let i = KEY_PREFIX.length
+  while (key[i] === key[i + 1]) i++
+  return key.slice(0, i) + key[i + 1] + key[i] + key.slice(i + 2)
+}
 const body = valid.slice(0, -6)
 const sum = valid.slice(-6)
 const flip = (c: string): string => (c === 'A' ? 'B' : 'A')
@@ -36,7 +43,7 @@ const malformed: Array<[string, string]> = [
   ['extra character', `${valid}A`],
   ['bad checksum', body + flip(sum[0]!) + sum.slice(1)],
   ['one secret character changed', KEY_PREFIX + flip(valid[KEY_PREFIX.length]!) + valid.slice(KEY_PREFIX.length + 1)],
-  ['two characters swapped', KEY_PREFIX + valid[KEY_PREFIX.length + 1] + valid[KEY_PREFIX.length] + valid.slice(KEY_PREFIX.length + 2)],
+  ['two characters swapped', swapDistinctNeighbours(valid)],
   ['bad charset: dash', `${body.slice(0, -1)}-${sum}`],
   ['bad charset: underscore in secret', `${body.slice(0, -1)}_${sum}`],
   ['bad charset: non-ASCII', `${body.slice(0, -1)}é${sum}`],
