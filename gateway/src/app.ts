@@ -11,6 +11,7 @@ import type { Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { hostname } from 'node:os'
 import type { FastifyInstance } from 'fastify'
+import { withDeadline } from '@scoped/shared/deadline'
 import type { Pool } from '@scoped/shared/db'
 import { createPool } from '@scoped/shared/db'
 import type { Logger } from '@scoped/shared/logger'
@@ -57,15 +58,10 @@ const IDLE_GRACE_MS = 1_000
 const POSTGRES_CHECK_TIMEOUT_MS = 1_000
 
 async function postgresReachable(pool: Pool): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), POSTGRES_CHECK_TIMEOUT_MS)))
-  const check = pool.query('SELECT 1').then(
+  return withDeadline(pool.query('SELECT 1'), POSTGRES_CHECK_TIMEOUT_MS, 'the readiness check').then(
     () => true,
     () => false,
   )
-  const reachable = await Promise.race([check, timeout])
-  clearTimeout(timer)
-  return reachable
 }
 
 function portOf(server: Server | FastifyInstance['server']): number {

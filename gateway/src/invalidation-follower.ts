@@ -13,6 +13,7 @@
  * started after a revoke still refuses a Redis entry written before it; it
  * is current only after its first registering poll.
  */
+import { withDeadline } from '@scoped/shared/deadline'
 import type { Pool } from '@scoped/shared/db'
 import { LIVE_WINDOW_MS, POLL_INTERVAL_MS, STALE_AFTER_MS } from '@scoped/shared/key-invalidation'
 import type { KeyInvalidation } from '@scoped/shared/key-state'
@@ -38,14 +39,6 @@ export interface FollowerDeps {
 
 /** A poll slower than this failed: it could not make the cache current for long anyway. */
 const POLL_TIMEOUT_MS = 1_500
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`invalidation log poll took longer than ${ms} ms`)), ms)
-  })
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
-}
 
 /** Applies invalidations, from the log or from Redis messages, to the cache. */
 export function applyInvalidations(cache: KeyCache, keys: readonly KeyInvalidation[], now: number): void {
@@ -93,7 +86,7 @@ export class InvalidationFollower {
     clearTimeout(this.timer)
     await this.running
     this.deps.cache.lose()
-    await withTimeout(leaveRegistry(this.deps.pool, this.deps.replicaId), POLL_TIMEOUT_MS).catch(() => undefined)
+    await withDeadline(leaveRegistry(this.deps.pool, this.deps.replicaId), POLL_TIMEOUT_MS, 'leaving the replica registry').catch(() => undefined)
   }
 
   private schedule(): void {
@@ -111,9 +104,10 @@ export class InvalidationFollower {
     let poll: LogPoll
     metrics.countRoundTrip('postgres')
     try {
-      poll = await withTimeout(
+      poll = await withDeadline(
         first ? readRecentInvalidations(pool, ENDED_TTL_MS / 1000) : pollInvalidations(pool, replicaId, this.applied!, LIVE_WINDOW_MS),
         POLL_TIMEOUT_MS,
+        'invalidation log poll',
       )
     } catch (error) {
       metrics.countLogPoll(false)

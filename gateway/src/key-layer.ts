@@ -6,6 +6,7 @@
  * failed-authentication throttle. Started before the API listens; stopped
  * after it has drained.
  */
+import { withDeadline } from '@scoped/shared/deadline'
 import type { Pool } from '@scoped/shared/db'
 import { KeyStateCodec } from '@scoped/shared/key-state'
 import { keySchemaMissing, lookupKeyByHash } from '@scoped/shared/key-store'
@@ -58,17 +59,11 @@ export async function waitForKeySchema(pool: Pool, log: Logger, waitMs = SCHEMA_
   let told = false
   for (;;) {
     let missing: string | undefined
-    let timer: NodeJS.Timeout | undefined
     try {
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`Postgres did not answer within ${SCHEMA_CHECK_TIMEOUT_MS} ms`)), SCHEMA_CHECK_TIMEOUT_MS)
-      })
-      missing = await Promise.race([keySchemaMissing(pool), timeout])
+      missing = await withDeadline(keySchemaMissing(pool), SCHEMA_CHECK_TIMEOUT_MS, 'the schema check')
     } catch (error) {
       log.warn({ err: error }, 'could not check the database schema at start')
       return
-    } finally {
-      clearTimeout(timer)
     }
     if (missing === undefined) return
     if (!told) log.info({ missing }, 'waiting for the migration job')

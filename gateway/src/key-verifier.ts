@@ -10,6 +10,7 @@
  * of Redis falls back to Postgres; a failure of Postgres is the outcome
  * `unavailable` (503), never "the key is invalid" and never a pass.
  */
+import { withDeadline } from '@scoped/shared/deadline'
 import type { Logger } from '@scoped/shared/logger'
 import type { KeyState } from '@scoped/shared/key-state'
 import type { KeyCache } from './key-cache.js'
@@ -45,16 +46,6 @@ const UNAVAILABLE: Verification = Object.freeze({ status: 'unavailable' })
 interface Flight {
   promise: Promise<Verification>
   generation: number
-}
-
-class LookupTimeout extends Error {}
-
-function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new LookupTimeout(`key lookup took longer than ${ms} ms`)), ms)
-  })
-  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
 }
 
 export class KeyVerifier {
@@ -163,7 +154,7 @@ export class KeyVerifier {
     let state: KeyState
     try {
       this.deps.metrics.countRoundTrip('postgres')
-      state = await withDeadline(this.deps.store.lookup(hash), this.timeoutMs)
+      state = await withDeadline(this.deps.store.lookup(hash), this.timeoutMs, 'key lookup')
     } catch (error) {
       this.deps.log.error({ err: error }, 'key store unavailable')
       return undefined

@@ -16,6 +16,7 @@
  * most the limit plus the tokens each still held from its last lease (N ×
  * lease size). Without Redis at all, every replica uses its share alone.
  */
+import { withDeadline } from '@scoped/shared/deadline'
 import type { Limit, LimitKind } from './rate-limit-config.js'
 import type { RateLimitStore } from './rate-limit-store.js'
 
@@ -64,10 +65,6 @@ const FALLBACK_MS = 1_000
 
 export function leaseSize(limit: Limit): number {
   return Math.max(1, Math.min(Math.floor(limit.rate * LEASE_SECONDS), Math.floor(limit.burst / 4)))
-}
-
-function timeout(ms: number): Promise<never> {
-  return new Promise((_, reject) => setTimeout(() => reject(new Error(`rate limit store took longer than ${ms} ms`)), ms).unref())
 }
 
 export class RateLimiter {
@@ -163,7 +160,7 @@ export class RateLimiter {
 
   private fetch(ref: BucketRef, bucket: Bucket): Promise<void> {
     const store = this.options.store!
-    const fetching = Promise.race([store.lease(ref.id, ref.limit.rate, ref.limit.burst, leaseSize(ref.limit)), timeout(STORE_TIMEOUT_MS)]).then(
+    const fetching = withDeadline(store.lease(ref.id, ref.limit.rate, ref.limit.burst, leaseSize(ref.limit)), STORE_TIMEOUT_MS, 'rate limit store').then(
       (lease) => {
         bucket.leased += lease.granted
         bucket.sharedLeft = lease.left

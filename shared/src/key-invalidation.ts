@@ -30,6 +30,7 @@ import { ApiError } from './errors.js'
 import type { KeyInvalidation, KeyStateCodec } from './key-state.js'
 import { ACK_LIST_TTL_SECONDS, isTerminal, newInvalidationMessage, redisNames, redisTtlSeconds } from './key-state.js'
 import { replicasBehind } from './key-store.js'
+import { withDeadline } from './deadline.js'
 
 /** How often each gateway replica polls the invalidation log. */
 export const POLL_INTERVAL_MS = 200
@@ -105,16 +106,6 @@ function errorText(error: unknown): string {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
-
-/** Resolves with `promise`, or rejects after `ms`; the timer never keeps the process alive. */
-function withDeadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms)
-    timer.unref()
-  })
-  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer))
-}
 
 export class KeyRevocationNotifier implements KeyInvalidator {
   constructor(
