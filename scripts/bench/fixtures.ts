@@ -29,15 +29,7 @@ export async function connectRedis(url: string): Promise<Redis> {
   return redis
 }
 
-/** Removes every Redis key under the prefix (cache entries, throttle counters), in batches. */
-export async function clearPrefix(redis: Redis, prefix: string): Promise<void> {
-  let cursor = '0'
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 5_000)
-    if (keys.length > 0) await redis.unlink(...keys)
-    cursor = next
-  } while (cursor !== '0')
-}
+export { clearPrefix } from '../../test/helpers/redis.js'
 
 export interface Tenant {
   agencyId: string

@@ -9,28 +9,16 @@
  */
 import t from 'tap'
 import type { Test } from 'tap'
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { chromium } from 'playwright-core'
-import type { BrowserContext, Page } from 'playwright-core'
+import type { Page } from 'playwright-core'
 import { Agent, request } from 'undici'
 import type { Pool } from '@scoped/shared/db'
 import { TenantStore } from '@scoped/agency-service/tenants'
 import { projectRoot } from '../helpers/processes.js'
 import { startStack } from '../helpers/stack.js'
+import { launchBrowser } from '../helpers/browser.js'
 
-const CHROMIUM = '/usr/bin/chromium'
-const CHROMIUM_FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-]
 const PASSWORD = 'a long and private passphrase'
 const screenshots = join(projectRoot, 'test-output', 'screenshots')
 
@@ -54,23 +42,6 @@ async function startConsoleStack(t: Test): Promise<ConsoleStack & { pool: Pool }
       return { status: response.statusCode, body: await response.body.json() }
     },
   }
-}
-
-async function launchBrowser(t: Test): Promise<BrowserContext> {
-  const profile = mkdtempSync(join(tmpdir(), 'console-chromium-'))
-  // playwright refuses --user-data-dir among the flags: a persistent context is how it takes a fresh profile directory.
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: CHROMIUM_FLAGS,
-    ignoreHTTPSErrors: true,
-    viewport: { width: 1280, height: 900 },
-  })
-  t.teardown(async () => {
-    await context.close()
-    rmSync(profile, { recursive: true, force: true })
-  })
-  return context
 }
 
 async function screenshot(page: Page, name: string): Promise<void> {
@@ -130,7 +101,7 @@ t.test('agency owners and sub-account members manage keys in the browser, throug
   const member = await tenants.createUser({ email: 'member@acme.test', password: PASSWORD, agencyId: agency.id, role: 'member', subAccountId: sub.id })
   t.ok(owner.id && member.id)
 
-  const context = await launchBrowser(t)
+  const context = await launchBrowser(t, { width: 1280, height: 900 })
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: stack.origin })
   const page = await context.newPage()
   const agencyKeys = `/console/agencies/${agency.id}/keys`

@@ -5,25 +5,11 @@
  * fetches nothing from anywhere else), and only exactly these paths: any other
  * method, a neighbouring path or one under /v1 still needs a key.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { readFileSync } from 'node:fs'
 import t from 'tap'
-import { chromium } from 'playwright-core'
+import { launchBrowser } from '../helpers/browser.js'
 import { openApiFile } from '../../scripts/api-document.js'
 import { gatewayFixture } from './fixture.js'
-
-const CHROMIUM = '/usr/bin/chromium'
-const CHROMIUM_FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-]
 
 t.test('the documents, without a key', async (t) => {
   const fixture = await gatewayFixture(t, { redis: false })
@@ -119,12 +105,7 @@ t.test('the documents, without a key', async (t) => {
   })
 
   await t.test('rendered in Chromium, from this origin only', async (t) => {
-    const profile = mkdtempSync(join(tmpdir(), 'docs-chromium-'))
-    const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS, ignoreHTTPSErrors: true })
-    t.teardown(async () => {
-      await context.close()
-      rmSync(profile, { recursive: true, force: true })
-    })
+    const context = await launchBrowser(t)
     const origin = `https://127.0.0.1:${replica.ports.api}`
     const requested: string[] = []
     const problems: string[] = []

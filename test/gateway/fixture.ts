@@ -46,6 +46,8 @@ export interface GatewayFixture {
   /** The environment every replica gets (before its own ports). */
   env: ProcessEnv
   startReplica(extra?: ProcessEnv): Promise<Replica>
+  /** Writes a routes file of the test's own (in the fixture's directory, gone at teardown); the path, for ROUTES_FILE. */
+  routesFile(yaml: string): string
   createKey(owner: 'agency' | 'sub-account', name?: string): Promise<CreatedKey>
   /** The environment for `ctl` against the same database and Redis prefix. */
   ctlEnv: ProcessEnv
@@ -118,6 +120,11 @@ export async function gatewayFixture(t: Test, options: FixtureOptions = {}): Pro
         /gateway ready/,
       )
       return { process, client: httpsClient(t, ports.api, certificate.cert), ports }
+    },
+    routesFile(yaml) {
+      const file = join(dir, `routes-${randomBytes(4).toString('hex')}.yaml`)
+      writeFileSync(file, yaml)
+      return file
     },
     createKey(owner, name = 'test key') {
       return keys.create(owner === 'agency' ? { scope: 'AGENCY', agencyId: agency.id } : { scope: 'SUB-ACCOUNT', subAccountId: sub.id }, name, 'test')

@@ -10,9 +10,6 @@
  */
 import t from 'tap'
 import type { Test } from 'tap'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { errorCatalog } from '@scoped/shared/errors'
 import { hashKey } from '@scoped/shared/keys'
 import type { HttpsClient } from '../helpers/https.js'
@@ -21,13 +18,9 @@ import { waitFor } from '../helpers/wait-for.js'
 import { gatewayFixture } from './fixture.js'
 
 const fixture = await gatewayFixture(t)
-const dir = mkdtempSync(join(tmpdir(), 'key-rate-limit-'))
-t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-const routesFile = join(dir, 'routes.yaml')
 const echo = `http://127.0.0.1:${fixture.echoPort}`
 // Rates of one token every 20 s or slower: no bucket refills within a test, so every count below is exact.
-writeFileSync(
-  routesFile,
+const routesFile = fixture.routesFile(
   `routes:
   - { prefix: /v1/agency, scope: AGENCY, upstream: "${echo}" }
   - prefix: /v1/agents

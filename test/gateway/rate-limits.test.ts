@@ -6,9 +6,6 @@
  * A refused request never reaches the backend.
  */
 import t from 'tap'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { errorCatalog } from '@scoped/shared/errors'
 import type { HttpsClient } from '../helpers/https.js'
 import { freePort } from '../helpers/processes.js'
@@ -16,12 +13,8 @@ import { waitFor } from '../helpers/wait-for.js'
 import { gatewayFixture } from './fixture.js'
 
 const fixture = await gatewayFixture(t)
-const dir = mkdtempSync(join(tmpdir(), 'rate-limits-'))
-t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-const routesFile = join(dir, 'routes.yaml')
 const echo = `http://127.0.0.1:${fixture.echoPort}`
-writeFileSync(
-  routesFile,
+const routesFile = fixture.routesFile(
   `rateLimits:
   AGENCY:
     key: { rate: 0.05, burst: 3 }

@@ -15,17 +15,22 @@ export interface TestRedis {
   client: Redis
 }
 
+/** Removes every Redis key under the prefix (cache entries, counters, buckets), in batches: a test's or the benchmark's. */
+export async function clearPrefix(redis: Redis, prefix: string): Promise<void> {
+  let cursor = '0'
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 5_000)
+    if (keys.length > 0) await redis.unlink(...keys)
+    cursor = next
+  } while (cursor !== '0')
+}
+
 export async function createTestRedis(t: Teardown): Promise<TestRedis> {
   const prefix = `sak-test-${randomBytes(6).toString('hex')}:`
   const client = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 })
   await client.connect()
   t.teardown(async () => {
-    let cursor = '0'
-    do {
-      const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500)
-      if (keys.length > 0) await client.del(...keys)
-      cursor = next
-    } while (cursor !== '0')
+    await clearPrefix(client, prefix)
     client.disconnect()
   })
   return { url: redisUrl, prefix, client }
