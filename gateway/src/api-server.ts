@@ -14,6 +14,7 @@ import { errorEnvelopePlugin } from '@scoped/shared/error-envelope-plugin'
 import { errorCatalog, errorEnvelope } from '@scoped/shared/errors'
 import type { Logger } from '@scoped/shared/logger'
 import type { GatewayConfig } from './config.js'
+import type { RequestLogger } from './request-log.js'
 import { MAX_HEADER_BYTES } from './config.js'
 import { documentsPlugin } from './documents.js'
 import type { ForwarderOptions } from './forwarder.js'
@@ -60,7 +61,7 @@ export interface ApiServerDeps {
   config: GatewayConfig
   tls: TlsCredentials
   log: Logger
-  requestLog: Logger
+  requestLog: RequestLogger
   metrics: GatewayMetrics
   gate: GateOptions
   forwarder: ForwarderOptions

@@ -18,6 +18,7 @@ import type { Logger } from '@scoped/shared/logger'
 import { createRedis } from '@scoped/shared/redis'
 import { buildApiServer } from './api-server.js'
 import type { GatewayConfig } from './config.js'
+import type { RequestLogger } from './request-log.js'
 import type { KeyLayer, RedisClients } from './key-layer.js'
 import { createKeyLayer } from './key-layer.js'
 import { GatewayMetrics } from './metrics.js'
@@ -31,8 +32,8 @@ import { upstreamTls } from './route-map.js'
 export interface GatewayDeps {
   config: GatewayConfig
   log: Logger
-  /** The logger for the line per request (createRequestLogger), on the same destination as `log`. */
-  requestLog: Logger
+  /** The line per request (createRequestLogger), on the same destination as `log`. */
+  requestLog: RequestLogger
   pool: Pool
   /** Both clients, or null without REDIS_URL. */
   redis: RedisClients | null
@@ -166,7 +167,7 @@ export async function buildGateway(deps: GatewayDeps): Promise<Gateway> {
 }
 
 /** Creates the dependencies from the configuration and builds the gateway (not yet listening). */
-export async function createGateway(config: GatewayConfig, log: Logger, requestLog: Logger): Promise<Gateway> {
+export async function createGateway(config: GatewayConfig, log: Logger, requestLog: RequestLogger): Promise<Gateway> {
   const tls = await loadTlsCredentials(config.tls, config.dataDir)
   log.info({ certificate: tls.source }, 'TLS certificate loaded')
   const replicaId = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`

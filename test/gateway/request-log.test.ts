@@ -87,6 +87,31 @@ t.test('the request line: the fields, no credentials, a key-shaped path masked',
     'absent fields are left out; no query',
   )
 
+  t.same(
+    Object.keys(line),
+    ['level', 'time', 'service', 'name', 'reqId', 'method', 'path', 'route', 'outcome', 'keyId', 'scope', 'agencyId', 'subAccountId', 'status', 'ms', 'msg'],
+    "the shape of every other line (pino's), fields in order",
+  )
+  t.equal(new Date(line['time'] as string).toISOString(), line['time'])
+
+  // Whatever the caller put in the path stays one valid JSON line.
+  const hostile = { ...refused, raw: { url: '/v1/"},{"level":60,\u0000\n\u2028\\' } } as unknown as FastifyRequest
+  logRequest(log, metrics, hostile, { statusCode: 400, elapsedTime: Number.NaN } as FastifyReply)
+  t.equal(lines[2]!.indexOf('\n'), lines[2]!.length - 1, 'one line')
+  const third = JSON.parse(lines[2]!) as Record<string, unknown>
+  t.same([third['level'], third['path'], 'ms' in third], [30, '/v1/"},{"level":60,\u0000\n\u2028\\', false])
+
+  // Below info, no request lines (the metrics still count them).
+  for (const level of ['warn', 'silent'] as const) {
+    const quiet: string[] = []
+    logRequest(createRequestLogger(level, { write: (line: string) => void quiet.push(line) }), metrics, request, {
+      statusCode: 200,
+      elapsedTime: 1,
+    } as FastifyReply)
+    t.same(quiet, [], level)
+  }
+  t.match(await metrics.registry.getSingleMetricAsString('gateway_requests_total'), /outcome="forwarded",scope="SUB-ACCOUNT",route="\/v1\/agents"} 3/)
+
   // Every other line keeps the full shared redaction.
   const full: string[] = []
   createLogger('gateway', 'info', { write: (line: string) => void full.push(line) }).info({ err: { authorization: 'Bearer sak_live_secret' } }, 'x')
