@@ -85,12 +85,13 @@ async function forwarder(app: FastifyInstance, options: ForwarderOptions): Promi
     done(null, guarded)
   })
 
-  /**
-   * Checks the key again when the cache changed since it was verified, or its
-   * own expiry passed while the body arrived; false when the request was refused.
-   */
-  async function stillAuthorized(request: FastifyRequest, reply: FastifyReply): Promise<boolean> {
-    if (verifier.generation === request.gatewayGeneration && !isExpired(request.gatewayKeyExpiresAt, Date.now())) return true
+  /** Whether the key's verification still stands: nothing was invalidated since, and its own expiry has not passed. */
+  function stillCurrent(request: FastifyRequest): boolean {
+    return verifier.generation === request.gatewayGeneration && !isExpired(request.gatewayKeyExpiresAt, Date.now())
+  }
+
+  /** Checks the key again (the cache changed while the body arrived, or its expiry passed); false when the request was refused. */
+  async function checkAgain(request: FastifyRequest, reply: FastifyReply): Promise<boolean> {
     const hash = request.gatewayKeyHash!
     const state = verifier.cached(hash, performance.now()) ?? (await verifier.verify(hash, request.gatewayClient))
     const refusal = state.status === 'active' ? keyPolicyRefusal(state, Date.now(), request.gatewayClient) : state.status
@@ -101,17 +102,37 @@ async function forwarder(app: FastifyInstance, options: ForwarderOptions): Promi
 
   const relayDeps: RelayDeps = { upstreams, metrics, log, isDraining }
 
-  async function forward(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+  /**
+   * The handler. Synchronous unless the key must be checked again: the usual
+   * request costs no promise and no extra turn of the microtask queue. It
+   * answers (or hands the reply to the relay) itself and returns nothing, so
+   * Fastify has nothing left to send.
+   */
+  function forward(request: FastifyRequest, reply: FastifyReply): undefined | Promise<undefined> {
+    if (request.gatewayRoute!.auth === 'key' && !stillCurrent(request)) {
+      return checkAgain(request, reply).then((authorized) => {
+        if (authorized) send(request, reply)
+        return undefined
+      })
+    }
+    send(request, reply)
+    return undefined
+  }
+
+  /** Prepares what goes upstream (headers, the body as forwarded, the signature) and relays it. */
+  function send(request: FastifyRequest, reply: FastifyReply): void {
     const route = request.gatewayRoute!
     const api = route.auth === 'key'
     let body = Buffer.isBuffer(request.body) ? request.body : undefined
-    if (api && !(await stillAuthorized(request, reply))) return reply
     const target = pathWithQuery(request.gatewayTarget!.path, request.gatewayQuery)
     const headers: OutgoingHeaders = callerHeaders(request.raw.rawHeaders, !api)
     if (api) {
       if (body !== undefined && isJsonContentType(request.headers['content-type'])) {
         const prepared = prepareJsonBody(body)
-        if (!prepared.ok) return refuse(request, reply, prepared.outcome)
+        if (!prepared.ok) {
+          refuse(request, reply, prepared.outcome)
+          return
+        }
         body = prepared.body
       }
       const scoped = route as ScopedRoute
@@ -139,7 +160,6 @@ async function forwarder(app: FastifyInstance, options: ForwarderOptions): Promi
 
     request.gatewayOutcome = api ? 'forwarded' : 'session'
     relay(request, reply, { route, path: target, headers, body }, relayDeps)
-    return reply
   }
 
   app.route({ method: [...FORWARDED_METHODS], url: '/*', handler: forward })
