@@ -50,6 +50,8 @@ export interface ForwarderOptions {
   isDraining: () => boolean
 }
 
+function ignore(): void {}
+
 /** Nonces: this process's random prefix and a counter; unique across replicas and restarts, and cheap. */
 const NONCE_PREFIX = randomBytes(12).toString('base64url')
 let nonceCounter = 0
@@ -66,13 +68,18 @@ async function forwarder(app: FastifyInstance, options: ForwarderOptions): Promi
 
   // The body deadline: a body still arriving after it is refused (408 in the envelope) and its connection
   // closed. The body is read through a pass-through that the deadline ends with an error: destroying
-  // Node's request itself would destroy the socket before the 408 could be written.
+  // Node's request itself would destroy the socket before the 408 could be written. The deadline ends
+  // with the body, and also with the response: a request answered before its body was read (413 once the
+  // body passed the limit) leaves the pass-through open, and the deadline must not fire on it then. The
+  // pass-through's errors are for the body parser; once it has stopped listening they are nobody's, and an
+  // error event without a listener would end the process.
   app.addHook('preParsing', (request, reply, payload, done) => {
     if (request.headers['content-length'] === undefined && request.headers['transfer-encoding'] === undefined) {
       done(null, payload)
       return
     }
     const guarded = new PassThrough()
+    guarded.on('error', ignore)
     payload.on('error', (error) => guarded.destroy(error))
     payload.pipe(guarded)
     const timer = setTimeout(() => {
@@ -82,6 +89,7 @@ async function forwarder(app: FastifyInstance, options: ForwarderOptions): Promi
     }, options.bodyTimeoutMs)
     const clear = (): void => clearTimeout(timer)
     guarded.once('end', clear).once('close', clear)
+    reply.raw.once('close', clear)
     done(null, guarded)
   })
 
