@@ -15,6 +15,7 @@ import { KeyStateCodec, redisNames } from '@scoped/shared/key-state'
 import { readKeyCacheSecret } from '@scoped/shared/secrets'
 import { freePort, runCtl } from '../helpers/processes.js'
 import { cuttableProxy } from '../helpers/cuttable-proxy.js'
+import { waitFor } from '../helpers/wait-for.js'
 import { gatewayFixture } from './fixture.js'
 
 const fixture = await gatewayFixture(t)
@@ -27,7 +28,7 @@ t.test(
     const proxy = await cuttableProxy(t, fixture.db.url)
     const url = new URL(proxy.url)
     const key = await fixture.createKey('sub-account', 'pg down')
-    const replica = await fixture.startReplica({ ...noRedis, DATABASE_URL: url.href })
+    const replica = await fixture.startReplica({ ...noRedis, DATABASE_URL: url.href }, { t })
     const get = (presented: string) => replica.client.request('/v1/agents', { headers: { 'x-api-key': presented } })
     t.equal((await get(key.key)).status, 200, 'works while Postgres is there')
 
@@ -58,14 +59,14 @@ t.test(
 )
 
 t.test('Postgres unreachable from the start: the gateway starts, and answers 503', async (t) => {
-  const replica = await fixture.startReplica({ ...noRedis, DATABASE_URL: `postgres://postgres@127.0.0.1:${await freePort()}/nowhere` })
+  const replica = await fixture.startReplica({ ...noRedis, DATABASE_URL: `postgres://postgres@127.0.0.1:${await freePort()}/nowhere` }, { t })
   const response = await replica.client.request('/v1/agents', { headers: { 'x-api-key': generateKey() } })
   t.equal(response.status, 503)
   t.equal(response.json?.message, errorCatalog.authUnavailable.message)
 })
 
 t.test('Redis unreachable: keys are checked against Postgres, and revocation still holds through the invalidation log', async (t) => {
-  const replica = await fixture.startReplica({ REDIS_URL: `redis://127.0.0.1:${await freePort()}`, REDIS_KEY_PREFIX: 'sak-test-nowhere:' })
+  const replica = await fixture.startReplica({ REDIS_URL: `redis://127.0.0.1:${await freePort()}`, REDIS_KEY_PREFIX: 'sak-test-nowhere:' }, { t })
   const key = await fixture.createKey('agency', 'redis down')
   const get = () => replica.client.request('/v1/agency', { headers: { authorization: `Bearer ${key.key}` } })
   t.equal((await get()).status, 200)
@@ -83,7 +84,15 @@ t.test('Redis unreachable: keys are checked against Postgres, and revocation sti
 
 t.test('a revoke a replica never hears of on Redis: confirmed through the log, and the very next request is 401', async (t) => {
   const redis = fixture.redis!
-  const replica = await fixture.startReplica()
+  // Subscriber connections are named gateway-subscriber-<host>-<pid>-<random>; this file's replicas run in this
+  // process, so this replica's is the one of this process that was not there before it started.
+  const subscribers = async (): Promise<Array<{ id: string; name: string }>> =>
+    ((await redis.client.client('LIST')) as string)
+      .split('\n')
+      .map((line) => ({ id: /\bid=(\d+)/.exec(line)?.[1] ?? '', name: /\bname=(\S*)/.exec(line)?.[1] ?? '' }))
+      .filter(({ name }) => name.startsWith('gateway-subscriber-') && name.includes(`-${process.pid}-`))
+  const before = new Set((await subscribers()).map(({ name }) => name))
+  const replica = await fixture.startReplica({}, { t })
   const key = await fixture.createKey('sub-account', 'missed message')
   const hash = hashKey(key.key)
   const get = () => replica.client.request('/v1/agents', { headers: { 'x-api-key': key.key } })
@@ -95,15 +104,11 @@ t.test('a revoke a replica never hears of on Redis: confirmed through the log, a
   t.match(await entry(), { status: 'active' }, 'an active entry in Redis')
 
   // Its subscriber connection is cut…
-  const pid = replica.process.child.pid!
-  const clients = (await redis.client.client('LIST')) as string
-  const subscriber = clients.split('\n').find((line) => line.includes(`name=gateway-subscriber-`) && line.includes(`-${pid}-`))
-  t.ok(subscriber, 'found the replica’s subscriber connection')
-  const id = /id=(\d+)/.exec(subscriber ?? '')?.[1]
-  await redis.client.client('KILL', 'ID', id!)
-  const deadline = Date.now() + 5_000
-  while (!replica.process.output().includes('key invalidation channel lost') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
-  t.match(replica.process.output(), /key invalidation channel lost/)
+  const subscriber = (await subscribers()).filter(({ name }) => !before.has(name))
+  t.equal(subscriber.length, 1, 'found the replica’s subscriber connection')
+  await redis.client.client('KILL', 'ID', subscriber[0]!.id)
+  await waitFor(() => replica.output().includes('key invalidation channel lost'), 'the replica to notice that its channel is lost')
+  t.match(replica.output(), /key invalidation channel lost/)
   // …and the revoker has no key-cache secret: no message, no marker. Only the log tells.
   const revoked = await runCtl(['key', 'revoke', key.id], { ...fixture.ctlEnv, TENANT_SIGNING_SECRET: undefined, KEY_CACHE_SECRET: undefined })
   t.equal(revoked.status, 0, 'the revoke is confirmed')

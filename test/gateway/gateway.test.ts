@@ -1,8 +1,9 @@
 /**
- * The gateway as a process, over HTTPS, with real Postgres and Redis and the
- * echo upstream as its backend: the spec's error table, the scope matrix,
- * tenant stripping and signing, refusals before forwarding, upstream
- * failures, last use, operations endpoints, logs, and a clean SIGTERM.
+ * The gateway over HTTPS, with real Postgres and Redis and the echo upstream
+ * as its backend: the spec's error table, the scope matrix, tenant stripping
+ * and signing, refusals before forwarding, upstream failures, last use,
+ * operations endpoints and logs, against a replica in the test's process;
+ * and a clean SIGTERM, against a replica as a process.
  */
 import t from 'tap'
 import type { Test } from 'tap'
@@ -25,8 +26,40 @@ const subKey = await fixture.createKey('sub-account', 'sub key')
 const replica = await fixture.startReplica()
 const { client } = replica
 const bearer = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` })
-/** Every plaintext key this file sends, for the log check at the end. */
+/** Every plaintext key this file sends, for the log check (which looks at every line logged so far). */
 const presentedKeys = new Set([agencyKey.key, subKey.key])
+
+/** Log lines (JSON, one per line), parsed. */
+function logLines(output: string): Array<Record<string, unknown>> {
+  return output
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
+}
+
+/** The request lines of the replica's log, once one carries each of `requestIds` (a line is written once its response has gone out). */
+function requestLines(requestIds: string[]): Promise<Array<Record<string, unknown>>> {
+  return waitFor(
+    () => {
+      const requests = logLines(replica.output()).filter((line) => line['msg'] === 'request')
+      return requestIds.every((id) => requests.some((line) => line['reqId'] === id)) && requests
+    },
+    `the log lines of ${requestIds.join(', ')}`,
+  )
+}
+
+/** A request over plain HTTP, to the listener that refuses everything. */
+function plainRequest(path: string, headers: Record<string, string>, body: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const request = httpRequest({ host: '127.0.0.1', port: replica.ports.http, path, method: 'POST', headers }, (res) => {
+      let text = ''
+      res.on('data', (chunk: Buffer) => (text += chunk.toString()))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }))
+    })
+    request.on('error', reject)
+    request.end(body)
+  })
+}
 
 function expectEnvelope(
   t: Test,
@@ -142,7 +175,7 @@ t.test('tenant stripping: query, JSON body and x-tenant-* headers; the key is ne
   t.notOk(JSON.stringify(viaHeader).includes(subKey.key))
 })
 
-t.test('bodies: JSON re-serialized, others streamed untouched, bad JSON 400, too large 413', async (t) => {
+t.test('bodies: JSON re-serialized, others streamed untouched, bad JSON 400', async (t) => {
   const form = 'agency_id=1&name=x'
   const streamed = await client.request('/v1/contacts', {
     method: 'POST',
@@ -165,6 +198,9 @@ t.test('bodies: JSON re-serialized, others streamed untouched, bad JSON 400, too
     400,
     'Request body is not valid JSON',
   )
+})
+
+t.test('bodies too large: 413', async (t) => {
   const big = JSON.stringify({ name: 'x'.repeat(1024 * 1024 + 10) })
   expectEnvelope(
     t,
@@ -237,8 +273,18 @@ t.test('hostile paths are refused with 400 and never forwarded', async (t) => {
   await client.request('/v1/agents/%zz', { headers: { 'x-request-id': 'one-line-router' } })
   await client.request('/v1/agents/..', { headers: { 'x-request-id': 'one-line-gate' } })
   await client.request('/v1/agents', { headers: { ...bearer(subKey.key), 'x-request-id': 'one-line-forwarded' } })
-  const accepted = await client.request('/v1/%61gents/x', { headers: bearer(subKey.key) })
+  const accepted = await client.request('/v1/%61gents/x', { headers: { ...bearer(subKey.key), 'x-request-id': 'one-line-after' } })
   t.equal((accepted.json as Echo).url, '/v1/agents/x', 'an encoded letter is forwarded decoded, as authorized')
+  const requests = await requestLines(['one-line-router', 'one-line-gate', 'one-line-forwarded', 'one-line-after'])
+  for (const [id, outcome, status] of [
+    ['one-line-router', 'bad-path', 400],
+    ['one-line-gate', 'bad-path', 400],
+    ['one-line-forwarded', 'forwarded', 200],
+  ] as const) {
+    const mine = requests.filter((line) => line['reqId'] === id)
+    t.equal(mine.length, 1, `${id}: exactly one line`)
+    t.match(mine[0], { outcome, status })
+  }
 })
 
 t.test('console routes (auth: session): no key, cookies forwarded, no tenant headers, no credentials', async (t) => {
@@ -307,24 +353,7 @@ t.test('upstream answers pass through; down is 502, a dropped connection 502, to
 })
 
 t.test('plain HTTP is refused before the API: envelope, never forwarded, key never looked at', async (t) => {
-  const response = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-    const request = httpRequest(
-      {
-        host: '127.0.0.1',
-        port: replica.ports.http,
-        path: '/v1/agents?plain-marker=1',
-        method: 'POST',
-        headers: { 'x-api-key': subKey.key, 'content-type': 'application/json' },
-      },
-      (res) => {
-        let body = ''
-        res.on('data', (chunk: Buffer) => (body += chunk.toString()))
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }))
-      },
-    )
-    request.on('error', reject)
-    request.end('{"name":"x"}')
-  })
+  const response = await plainRequest('/v1/agents?plain-marker=1', { 'x-api-key': subKey.key, 'content-type': 'application/json' }, '{"name":"x"}')
   t.equal(response.status, errorCatalog.httpsRequired.status)
   t.same(JSON.parse(response.body), { success: false, message: errorCatalog.httpsRequired.message })
   t.notOk(fixture.echo.output().includes('plain-marker'), 'not forwarded')
@@ -334,13 +363,15 @@ t.test('last use is recorded within 5 seconds and shows in ctl key list', async 
   const fresh = await fixture.createKey('sub-account', 'last use')
   presentedKeys.add(fresh.key)
   t.equal((await client.request('/v1/agents', { headers: bearer(fresh.key) })).status, 200)
-  const deadline = Date.now() + 5_000
-  let lastUsedAt: string | null = null
-  while (lastUsedAt === null && Date.now() < deadline) {
-    const { rows } = await fixture.db.pool.query<{ last_used_at: Date | null }>('SELECT last_used_at FROM api_keys WHERE id = $1', [fresh.id])
-    lastUsedAt = rows[0]?.last_used_at?.toISOString() ?? null
-    if (lastUsedAt === null) await new Promise((resolve) => setTimeout(resolve, 100))
-  }
+  const lastUsedAt = await waitFor(
+    async () => {
+      const { rows } = await fixture.db.pool.query<{ last_used_at: Date | null }>('SELECT last_used_at FROM api_keys WHERE id = $1', [fresh.id])
+      return rows[0]?.last_used_at?.toISOString()
+    },
+    'last use to be written (within 5 seconds)',
+    5_000,
+    100,
+  )
   t.ok(lastUsedAt, 'written within 5 seconds')
   const listed = await runCtl(['key', 'list', '--sub-account', tenants.subAccountId], fixture.ctlEnv)
   const entry = (listed.json as Array<{ id: string; lastUsedAt: string | null }>).find((key) => key.id === fresh.id)
@@ -352,6 +383,15 @@ t.test('operations listener: healthz, readyz, metrics', async (t) => {
     const response = await fetch(`http://127.0.0.1:${replica.ports.admin}${path}`)
     return { status: response.status, text: await response.text() }
   }
+  // What the metrics below count, whatever ran before: a fresh key twice (Redis miss, then a memory hit), a
+  // scope mismatch, no key, plain HTTP.
+  const fresh = await fixture.createKey('sub-account', 'metrics')
+  presentedKeys.add(fresh.key)
+  t.equal((await client.request('/v1/agents', { headers: bearer(fresh.key) })).status, 200)
+  t.equal((await client.request('/v1/agents', { headers: bearer(fresh.key) })).status, 200)
+  t.equal((await client.request('/v1/agents', { headers: bearer(agencyKey.key) })).status, 403)
+  t.equal((await client.request('/v1/agents')).status, 401)
+  t.equal((await plainRequest('/v1/agents', {}, '')).status, errorCatalog.httpsRequired.status)
   t.equal((await get('/healthz')).status, 200)
   const ready = await get('/readyz')
   t.equal(ready.status, 200)
@@ -363,25 +403,55 @@ t.test('operations listener: healthz, readyz, metrics', async (t) => {
   t.match(metrics, /gateway_requests_total\{outcome="https-required",scope="none",route="none"\} \d+/)
   t.match(metrics, /gateway_key_cache_lookups_total\{layer="memory",result="hit"\} [1-9]\d*/)
   t.match(metrics, /gateway_key_cache_lookups_total\{layer="redis",result="miss"\} [1-9]\d*/)
-  t.match(metrics, /gateway_upstream_duration_seconds_bucket\{le="0.1",route="\/v1\/agents"\} [1-9]\d*/)
+  t.match(metrics, /gateway_upstream_duration_seconds_bucket\{le="0.1",route="\/v1\/agents"\} \d+/)
+  t.match(metrics, /gateway_upstream_duration_seconds_count\{route="\/v1\/agents"\} [1-9]\d*/)
   t.match(metrics, /# TYPE gateway_key_invalidations_total counter/)
   t.match(metrics, /gateway_invalidation_log_polls_total\{result="ok"\} [1-9]\d*/)
 })
 
-t.test('SIGTERM: in-flight requests finish, last use is flushed, exit 0; logs hold no key and no secret', async (t) => {
+t.test('SIGTERM (a replica as a process): in-flight requests finish, last use is flushed, exit 0; its output holds no key', async (t) => {
+  const terminated = await fixture.startReplicaProcess({}, { t })
   const lastKey = await fixture.createKey('agency', 'shutdown')
   presentedKeys.add(lastKey.key)
-  const inFlight = client.request('/v1/agency?shutdown=in-flight', { headers: { ...bearer(lastKey.key), 'x-echo-delay-ms': '600' } })
+  const inFlight = terminated.client.request('/v1/agency?shutdown=in-flight', { headers: { ...bearer(lastKey.key), 'x-echo-delay-ms': '600' } })
   // SIGTERM only once the request has reached the backend (the echo prints each request line), not after a guessed delay.
   await waitFor(() => fixture.echo.output().includes('shutdown=in-flight'), 'the request to reach the backend')
-  const exit = replica.process.stop('SIGTERM')
+  const exit = terminated.process.stop('SIGTERM')
   const response = await inFlight
   t.equal(response.status, 200, 'the in-flight request completed')
   t.equal(await exit, 0, 'exit status 0')
   const { rows } = await fixture.db.pool.query<{ last_used_at: Date | null }>('SELECT last_used_at FROM api_keys WHERE id = $1', [lastKey.id])
   t.ok(rows[0]?.last_used_at, 'last use flushed at shutdown')
 
-  const output = replica.process.output()
+  // Its last lines may come through the pipe just after the exit.
+  const output = await waitFor(() => terminated.output().includes('"msg":"gateway stopped"') && terminated.output(), 'its last log line')
+  t.notOk(output.includes(lastKey.key), 'no plaintext key in its output')
+  t.notOk(output.includes(lastKey.key.slice(KEY_PREFIX.length, KEY_PREFIX.length + 20)), 'no part of the key’s secret either')
+  t.notOk(output.includes(fixture.secret), 'no signing secret')
+  const lines = logLines(output)
+  t.match(
+    lines.find((line) => line['msg'] === 'request' && line['keyId'] === lastKey.id),
+    { outcome: 'forwarded', scope: 'AGENCY', agencyId: tenants.agencyId, status: 200 },
+    'the in-flight request was logged',
+  )
+  t.ok(lines.some((line) => line['msg'] === 'gateway stopped'))
+})
+
+t.test('logs: a line per request with its tenant; no key, no part of one, no secret, no signature, no cookie', async (t) => {
+  // Requests of its own, so that it has something to look at alone; it looks at every line logged so far, and
+  // so at the requests of the tests before it too.
+  const own = await fixture.createKey('sub-account', 'log check')
+  const unknown = generateKey()
+  presentedKeys.add(own.key).add(unknown)
+  const sensitive = { cookie: 'session=abc', 'x-tenant-signature': 'f'.repeat(64) }
+  t.equal((await client.request('/v1/agents?log-check=1', { headers: { ...bearer(own.key), ...sensitive } })).status, 200)
+  t.equal((await client.request('/console/keys', { headers: sensitive })).status, 200)
+  t.equal((await client.request('/v1/agents', { headers: { 'x-api-key': unknown } })).status, 401)
+  t.equal((await client.request('/v1/agency', { headers: bearer(own.key) })).status, 403)
+  t.equal((await client.request(`/v1/agents/${own.key}`, { headers: { ...bearer(own.key), 'x-request-id': 'log-check-last' } })).status, 200)
+  const requests = await requestLines(['log-check-last'])
+
+  const output = replica.output()
   for (const key of presentedKeys) {
     t.notOk(output.includes(key), 'no plaintext key in the logs')
     t.notOk(output.includes(key.slice(KEY_PREFIX.length, KEY_PREFIX.length + 20)), 'no part of a key’s secret either')
@@ -389,32 +459,22 @@ t.test('SIGTERM: in-flight requests finish, last use is flushed, exit 0; logs ho
   t.notOk(output.includes(fixture.secret), 'no signing secret')
   t.notOk(/"x-tenant-signature":"[0-9a-f]{64}"/.test(output), 'no signature')
   t.notOk(output.includes('session=abc'), 'no cookie')
-  const lines = output
-    .trim()
-    .split('\n')
-    .map((line) => JSON.parse(line) as Record<string, unknown>)
-  const requests = lines.filter((line) => line['msg'] === 'request')
-  t.ok(requests.length > 50, 'one line per request')
-  const forwarded = requests.find((line) => line['outcome'] === 'forwarded' && line['scope'] === 'SUB-ACCOUNT')
+  const forwarded = requests.find((line) => line['outcome'] === 'forwarded' && line['keyId'] === own.id)
   t.match(forwarded, {
     reqId: String,
-    method: String,
-    path: String,
-    route: String,
-    keyId: String,
+    method: 'GET',
+    path: '/v1/agents',
+    route: '/v1/agents',
+    keyId: own.id,
+    scope: 'SUB-ACCOUNT',
     agencyId: tenants.agencyId,
     subAccountId: tenants.subAccountId,
-    status: Number,
+    status: 200,
     ms: Number,
   })
-  t.ok(lines.some((line) => line['msg'] === 'gateway stopped'))
-  for (const [id, outcome, status] of [
-    ['one-line-router', 'bad-path', 400],
-    ['one-line-gate', 'bad-path', 400],
-    ['one-line-forwarded', 'forwarded', 200],
-  ] as const) {
-    const mine = requests.filter((line) => line['reqId'] === id)
-    t.equal(mine.length, 1, `${id}: exactly one line`)
-    t.match(mine[0], { outcome, status })
-  }
+  t.same(
+    requests.filter((line) => line['keyId'] === own.id).map((line) => line['outcome']),
+    ['forwarded', 'scope-mismatch', 'forwarded'],
+    'one line for each of its requests',
+  )
 })

@@ -1,17 +1,20 @@
 /**
  * What an unauthenticated (or careless) client on the internet can do to the
- * gateway, tried against a real gateway process over TLS: slow bodies and
- * headers, oversized targets and headers, floods of invalid keys, spoofed
- * X-Forwarded-For, Expect: 100-continue, over-deep JSON, a full upstream pool.
- * None of it may slow down, starve or blind the service for valid keys.
+ * gateway, tried against a real gateway replica (in the test's process) over
+ * TLS: slow bodies and headers, oversized targets and headers, floods of
+ * invalid keys, spoofed X-Forwarded-For, Expect: 100-continue, over-deep
+ * JSON, a full upstream pool. None of it may slow down, starve or blind the
+ * service for valid keys.
  */
 import t from 'tap'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { connect } from 'node:tls'
 import type { TLSSocket } from 'node:tls'
 import { errorCatalog } from '@scoped/shared/errors'
 import { generateKey } from '@scoped/shared/keys'
 import type { Echo } from '../helpers/echo-upstream.js'
 import { rawHttpsRequest, rawStatus } from '../helpers/https.js'
+import { waitFor } from '../helpers/wait-for.js'
 import { gatewayFixture } from './fixture.js'
 
 const fixture = await gatewayFixture(t)
@@ -61,8 +64,18 @@ function jsonBody(raw: string): { success?: boolean; message?: string } | undefi
 }
 
 t.test('160 slow bodies to /console hold no backend connection: an authenticated request is not delayed', async (t) => {
-  const replica = await fixture.startReplica({ GATEWAY_UPSTREAM_CONNECTIONS: '16', GATEWAY_BODY_TIMEOUT_MS: '20000', GATEWAY_REQUEST_TIMEOUT_MS: '30000' })
+  const replica = await fixture.startReplica(
+    { GATEWAY_UPSTREAM_CONNECTIONS: '16', GATEWAY_BODY_TIMEOUT_MS: '20000', GATEWAY_REQUEST_TIMEOUT_MS: '30000' },
+    { t },
+  )
   t.equal((await replica.client.request('/v1/agency', { headers: bearer(agencyKey.key) })).status, 200, 'warm')
+  // Requests whose headers the gateway has read (the slow ones: their bodies are still coming).
+  let arrived = 0
+  const onRequest = (): void => {
+    arrived++
+  }
+  replica.gateway.api.server.on('request', onRequest)
+  t.teardown(() => replica.gateway.api.server.off('request', onRequest))
   const sockets = await Promise.all(Array.from({ length: 160 }, () => openSocket(replica.ports.api)))
   t.teardown(() => sockets.forEach((socket) => socket.destroy()))
   for (const socket of sockets) {
@@ -71,7 +84,8 @@ t.test('160 slow bodies to /console hold no backend connection: an authenticated
   }
   const trickle = setInterval(() => sockets.forEach((socket) => socket.write('m')), 500)
   t.teardown(() => clearInterval(trickle))
-  await new Promise((resolve) => setTimeout(resolve, 1500))
+  // Not a guessed delay: every slow request is at the gateway, its body still coming.
+  await waitFor(() => arrived >= sockets.length, 'every slow request to reach the gateway')
   const started = performance.now()
   const response = await replica.client.request('/v1/agency', { headers: bearer(agencyKey.key) })
   const elapsed = performance.now() - started
@@ -82,7 +96,7 @@ t.test('160 slow bodies to /console hold no backend connection: an authenticated
 })
 
 t.test('deadlines: a body that does not arrive in time gets 408 and is never forwarded; slow headers are cut', async (t) => {
-  const replica = await fixture.startReplica({ GATEWAY_BODY_TIMEOUT_MS: '1000', GATEWAY_HEADERS_TIMEOUT_MS: '1000', GATEWAY_REQUEST_TIMEOUT_MS: '3000' })
+  const replica = await fixture.startReplica({ GATEWAY_BODY_TIMEOUT_MS: '1000', GATEWAY_HEADERS_TIMEOUT_MS: '1000', GATEWAY_REQUEST_TIMEOUT_MS: '3000' }, { t })
   for (const [path, headers] of [
     ['/console/sign-in?held=1', ''],
     ['/v1/agents?held=1', `Authorization: Bearer ${subKey.key}\r\n`],
@@ -104,7 +118,7 @@ t.test('deadlines: a body that does not arrive in time gets 408 and is never for
 })
 
 t.test('size caps: a long request target gets 414, a large header block 431, both in the envelope and at once', async (t) => {
-  const replica = await fixture.startReplica()
+  const replica = await fixture.startReplica({}, { t })
   const long = await replica.client.request(`/v1/agents/${'a'.repeat(16_000)}/_live_`)
   t.equal(long.status, 414)
   t.same(long.json, { success: false, message: errorCatalog.uriTooLong.message })
@@ -113,7 +127,9 @@ t.test('size caps: a long request target gets 414, a large header block 431, bot
   const raw = await rawHttpsRequest(replica.ports.api, fixture.ca, `GET /v1/agents HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'b'.repeat(20_000)}\r\n\r\n`)
   t.equal(rawStatus(raw), 431)
   t.same(jsonBody(raw), { success: false, message: errorCatalog.headersTooLarge.message })
-  const lines = replica.process.output().split('\n')
+  // The 414's line is written once its response has gone out: checked once it is there.
+  await waitFor(() => replica.output().includes('"status":414'), 'the log line of the 414')
+  const lines = replica.output().split('\n')
   t.ok(
     lines.every((line) => line.length < 2_000),
     'no log line carries the long path',
@@ -122,7 +138,7 @@ t.test('size caps: a long request target gets 414, a large header block 431, bot
 
 t.test('failed authentication is throttled per client address; keys verified in memory keep working', async (t) => {
   // The test is one address; trusting loopback as a proxy lets X-Forwarded-For stand for many clients.
-  const replica = await fixture.startReplica({ GATEWAY_TRUSTED_PROXIES: '127.0.0.1', GATEWAY_AUTH_FAILURE_LIMIT: '5' })
+  const replica = await fixture.startReplica({ GATEWAY_TRUSTED_PROXIES: '127.0.0.1', GATEWAY_AUTH_FAILURE_LIMIT: '5' }, { t })
   const as = (address: string, key: string): Record<string, string> => ({ ...bearer(key), 'x-forwarded-for': address })
   t.equal((await replica.client.request('/v1/agents', { headers: as('203.0.113.9', subKey.key) })).status, 200, 'a valid key, now in memory')
   for (let i = 0; i < 5; i++) {
@@ -147,7 +163,7 @@ t.test('failed authentication is throttled per client address; keys verified in 
 })
 
 t.test('X-Forwarded-For from an untrusted peer is ignored: the backend sees the peer, and throttling counts the peer', async (t) => {
-  const replica = await fixture.startReplica()
+  const replica = await fixture.startReplica({}, { t })
   const echo = (await replica.client.request('/v1/agents', { headers: { ...bearer(subKey.key), 'x-forwarded-for': '10.9.9.9', forwarded: 'for=10.9.9.9' } }))
     .json as Echo
   t.equal(echo.headers['x-forwarded-for'], '127.0.0.1')
@@ -157,7 +173,7 @@ t.test('X-Forwarded-For from an untrusted peer is ignored: the backend sees the 
 })
 
 t.test('Expect: 100-continue works on every method with a body, and is not passed on', async (t) => {
-  const replica = await fixture.startReplica()
+  const replica = await fixture.startReplica({}, { t })
   for (const method of ['POST', 'PUT', 'PATCH', 'DELETE'] as const) {
     const body = JSON.stringify({ name: `via ${method}` })
     // As curl and .NET do: the headers, then the body only once the server has said 100 Continue.
@@ -181,7 +197,7 @@ t.test('Expect: 100-continue works on every method with a body, and is not passe
 })
 
 t.test('JSON nesting is bounded on API routes (400, never a 500); console bodies are not parsed at the gateway', async (t) => {
-  const replica = await fixture.startReplica()
+  const replica = await fixture.startReplica({}, { t })
   const deep = '['.repeat(500_000) + ']'.repeat(500_000)
   const api = await replica.client.request('/v1/contacts', {
     method: 'POST',
@@ -195,12 +211,33 @@ t.test('JSON nesting is bounded on API routes (400, never a 500); console bodies
 })
 
 t.test('a full upstream pool answers 503 at once instead of queueing without end', async (t) => {
-  const replica = await fixture.startReplica({ GATEWAY_UPSTREAM_CONNECTIONS: '2', GATEWAY_UPSTREAM_QUEUE: '0' })
-  const slow = [1, 2].map(() => replica.client.request('/v1/agents', { headers: { ...bearer(subKey.key), 'x-echo-delay-ms': '800' } }))
-  await new Promise((resolve) => setTimeout(resolve, 300))
+  // The backend holds each of the two slow requests 2 s (within this replica's upstream timeout): long enough,
+  // however busy the machine, for the third request to find both connections taken.
+  const replica = await fixture.startReplica({ GATEWAY_UPSTREAM_CONNECTIONS: '2', GATEWAY_UPSTREAM_QUEUE: '0', GATEWAY_UPSTREAM_TIMEOUT_MS: '10000' }, { t })
+  const slow = [1, 2].map((i) => replica.client.request(`/v1/agents?pool-holder=${i}`, { headers: { ...bearer(subKey.key), 'x-echo-delay-ms': '2000' } }))
+  // Both hold a connection once the backend has their requests (the echo prints each request line as it arrives).
+  await waitFor(() => [1, 2].every((i) => fixture.echo.output().includes(`pool-holder=${i}`)), 'both slow requests to reach the backend')
   const busy = await replica.client.request('/v1/agents', { headers: bearer(subKey.key) })
   t.equal(busy.status, 503)
   t.same(busy.json, { success: false, message: errorCatalog.upstreamBusy.message })
   for (const response of await Promise.all(slow)) t.equal(response.status, 200, 'the requests holding the pool complete')
   t.equal((await replica.client.request('/v1/agents', { headers: bearer(subKey.key) })).status, 200, 'and the pool serves again')
+})
+
+t.test('a body over the limit (413) does not end the replica when its body deadline passes', async (t) => {
+  // Once the body parser has given up on a body over the limit, its body deadline must not fire on the body's
+  // pass-through (an error no one listens to would end the process). A replica as a process, so that such an
+  // end is seen as an exit, not as the test runner's crash; no key: an anonymous POST to a console route is enough.
+  const bodyTimeoutMs = 500
+  const replica = await fixture.startReplicaProcess({ GATEWAY_BODY_TIMEOUT_MS: String(bodyTimeoutMs) }, { t })
+  const refused = await replica.client.request('/console/sign-in', {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: Buffer.alloc(1024 * 1024 + 10),
+  })
+  t.equal(refused.status, 413, 'an anonymous body over the limit: 413')
+  // Waiting the deadline out is the point here: whether the replica is still there well after it.
+  const after = await Promise.race([replica.process.exited.then((code) => `exited with ${code}`), sleep(bodyTimeoutMs + 2_000).then(() => 'running')])
+  t.equal(after, 'running', `still running after the body deadline (${after})`)
+  if (after === 'running') t.equal((await replica.client.request('/v1/agents', { headers: bearer(subKey.key) })).status, 200, 'and serving')
 })

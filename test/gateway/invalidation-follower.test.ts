@@ -25,6 +25,7 @@ import { createTestDatabase } from '../helpers/database.js'
 import { createTestTenants } from '../helpers/tenants.js'
 import { freePort } from '../helpers/processes.js'
 import { cuttableProxy } from '../helpers/cuttable-proxy.js'
+import { waitFor } from '../helpers/wait-for.js'
 
 const log = createLogger('test', 'silent')
 const metrics = new GatewayMetrics(parseRouteMap('routes:\n  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "http://127.0.0.1:1" }\n', 'test'))
@@ -36,17 +37,6 @@ const keys = new KeyService(db.pool, new KeyRevocationNotifier(db.pool, null))
 async function newKey(): Promise<{ id: string; hash: string }> {
   const created = await keys.create({ scope: 'SUB-ACCOUNT', subAccountId: tenants.subAccountId }, 'k', 'test')
   return { id: created.id, hash: hashKey(created.key) }
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
-
-async function until(condition: () => boolean | Promise<boolean>, timeoutMs: number, stepMs = 10): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (await condition()) return true
-    await sleep(stepMs)
-  }
-  return condition()
 }
 
 interface Running {
@@ -109,12 +99,12 @@ t.test('the follower registers the snapshot it applied: behind until its polls h
   })
   t.same(await replicasBehind(db.pool, xid, 60_000), [replicaId], 'just after the commit: live and behind')
   let endedWhenApplied: boolean | undefined
-  const applied = await until(async () => {
+  const applied = await waitFor(async () => {
     const behind = await replicasBehind(db.pool, xid, 60_000)
     // Read the cache right after the registry says it applied: it must have ended the key by then.
     if (behind.length === 0) endedWhenApplied = cache.get(key.hash, performance.now())?.status === 'revoked'
     return behind.length === 0
-  }, 3_000)
+  }, 'the follower to apply the revoke')
   t.ok(applied, 'then no longer behind for that transaction')
   t.equal(endedWhenApplied, true, 'and by the time it says so, the key is ended in its cache')
 })
@@ -125,7 +115,7 @@ t.test('a change to a key (not an end) makes the follower forget it, so the next
   t.ok(await warm(cache, key.hash))
   const generation = cache.generation
   await db.pool.query(`INSERT INTO key_invalidations (key_hash, state) VALUES ($1, 'changed')`, [key.hash])
-  t.ok(await until(() => cache.get(key.hash, performance.now()) === undefined, 2_000), 'forgotten')
+  t.ok(await waitFor(() => cache.get(key.hash, performance.now()) === undefined, 'the follower to forget the key'), 'forgotten')
   t.ok(cache.generation > generation, 'and lookups in flight are not cached')
 })
 
@@ -172,7 +162,8 @@ t.test('Postgres lost: the cache stops being current staleAfterMs after the last
 
   await proxy.cut()
   const cutAt = performance.now()
-  t.ok(await until(() => !follower.current, staleAfterMs + 500, 5), 'no longer current')
+  // Polled every 5 ms: the moment it lapses is measured below.
+  t.ok(await waitFor(() => !follower.current, 'the cache to stop being current', 10_000, 5), 'no longer current')
   const lapsedAt = performance.now()
   t.ok(lapsedAt >= follower.lastSuccessAt + staleAfterMs, 'not before staleAfterMs after the last good poll was sent')
   t.ok(lapsedAt - cutAt <= staleAfterMs + 100, `and at most staleAfterMs after Postgres was lost (${Math.round(lapsedAt - cutAt)} ms)`)
@@ -180,7 +171,7 @@ t.test('Postgres lost: the cache stops being current staleAfterMs after the last
   t.same(cache.size().active, 0)
 
   await proxy.restore()
-  t.ok(await until(() => follower.current, 3_000), 'current again once Postgres answers')
+  t.ok(await waitFor(() => follower.current, 'the cache to be current again'), 'current again once Postgres answers')
 })
 
 t.test('a follower leaves the registry when it stops', async (t) => {

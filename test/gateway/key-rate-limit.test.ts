@@ -1,7 +1,8 @@
 /**
- * A key's own rate limit through real gateway processes over HTTPS, set with
- * `ctl` as a process: it replaces the route's `key` limit (429 `Rate limit
- * exceeded` with Retry-After and the RateLimit headers at its burst) on every
+ * A key's own rate limit through gateway replicas (in the test's process)
+ * over HTTPS, set with `ctl` as a process: it replaces the route's `key`
+ * limit (429 `Rate limit exceeded` with Retry-After and the RateLimit
+ * headers at its burst) on every
  * route of the key's scope, limited or not, while another key of the same
  * tenant keeps the route's default and the tenant limit stays the route's;
  * a change with `ctl` applies on a running replica at its next request
@@ -53,7 +54,7 @@ async function keyWithLimit(t: Test, name: string, rate: string, burst: string):
 }
 
 t.test('a key with its own limit of burst 2 gets 429 on its third quick request; another key of the tenant keeps the route default', async (t) => {
-  const replica = await fixture.startReplica({ ROUTES_FILE: routesFile })
+  const replica = await fixture.startReplica({ ROUTES_FILE: routesFile }, { t })
   const own = await keyWithLimit(t, 'own limit', '0.05', '2')
   const other = await fixture.createKey('sub-account', 'route default')
 
@@ -96,7 +97,7 @@ t.test('a key with its own limit of burst 2 gets 429 on its third quick request;
 
   const log = await waitFor(
     () =>
-      replica.process
+      replica
         .output()
         .split('\n')
         .find((line) => line.includes('"outcome":"rate-limited"')),
@@ -109,7 +110,7 @@ t.test('a key with its own limit of burst 2 gets 429 on its third quick request;
 })
 
 t.test('ctl changes the limit of a running gateway at its next request; a replica reading the key from Redis sees the limit', async (t) => {
-  const replica = await fixture.startReplica({ ROUTES_FILE: routesFile })
+  const replica = await fixture.startReplica({ ROUTES_FILE: routesFile }, { t })
   const own = await keyWithLimit(t, 'changing', '0.05', '2')
   t.same(
     [200, 200, 429],
@@ -135,7 +136,7 @@ t.test('ctl changes the limit of a running gateway at its next request; a replic
   // A second replica started now finds the key in the Redis cache (written by the first, with its limit).
   const cached = await waitFor(() => fixture.redis!.client.get(`${fixture.redis!.prefix}key:${hashKey(own.key)}`), 'the key’s Redis cache entry')
   t.ok(cached, 'the first replica cached the key in Redis')
-  const second = await fixture.startReplica({ ROUTES_FILE: routesFile })
+  const second = await fixture.startReplica({ ROUTES_FILE: routesFile }, { t })
   const fromRedis = await get(second.client, '/v1/agents', own.key)
   t.equal(fromRedis.headers['ratelimit-policy'], '"key";q=5;w=5000', 'the second replica applies the limit it read from Redis')
   t.equal(fromRedis.status, 429, 'and shares the spent bucket')

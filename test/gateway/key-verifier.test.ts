@@ -36,6 +36,7 @@ import { createTestRedis } from '../helpers/redis.js'
 import { createTestTenants } from '../helpers/tenants.js'
 import { newKeyCacheSecret, testInvalidator } from '../helpers/invalidation.js'
 import { freePort } from '../helpers/processes.js'
+import { waitFor } from '../helpers/wait-for.js'
 
 const log = createLogger('test', 'silent')
 const metrics = new GatewayMetrics(parseRouteMap('routes:\n  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "http://127.0.0.1:1" }\n', 'test'))
@@ -246,7 +247,7 @@ t.test('the bound on lookups in flight, and on those of one client', async (t) =
   const joined = perClient.verifier.verify(shared, '198.51.100.7')
   t.equal(perClient.store.calls, 2, 'but one that joins a lookup in flight is let through: it costs the store nothing')
   const other = perClient.verifier.verify(unknownHash(), '203.0.113.9')
-  await sleep(20)
+  await waitFor(() => perClient.store.calls === 3, 'the other client’s lookup to reach the store')
   t.equal(perClient.store.calls, 3, 'another client still gets its lookup')
   hold()
   t.same(await Promise.all([...flood, joined, other]), [{ status: 'unknown' }, { status: 'unknown' }, { status: 'unknown' }, { status: 'unknown' }])
@@ -313,7 +314,7 @@ t.test('a lookup that raced a revoke never puts the key back', async (t) => {
   const release = store.hold()
   const first = verifier.verify(key.hash)
   // Postgres has answered "active" to the first lookup, which is held before it can fill.
-  while (store.answered === 0) await sleep(5)
+  await waitFor(() => store.answered > 0, 'Postgres to answer the first lookup', 10_000, 5)
   const revoked = await new KeyService(db.pool, testInvalidator(t, db.pool, { redis, secret })).revoke(key.id, 'test')
   t.same(revoked.invalidation, { confirmed: true, acknowledged: 1, unconfirmed: [], problems: [] }, 'the revoke returned, confirmed by this replica')
   // A request after the revoke returned: it must not take the stale lookup's answer.
@@ -433,7 +434,10 @@ t.test('the listener: a sealed message ends the key and is acknowledged; a forge
   const forgedId = randomUUID()
   await redis.client.publish(names.channel, forger.encodeMessage({ id: forgedId, keys: [{ hash: target.hash, state: 'revoked' }] }))
   await redis.client.publish(names.channel, JSON.stringify({ id: forgedId, hashes: [target.hash] }))
-  await sleep(100)
+  // The channel's messages are handled in order: once a sealed one published after them has been, so have they.
+  const fence = unknownHash()
+  await redis.client.publish(names.channel, codec.encodeMessage({ id: randomUUID(), keys: [{ hash: fence, state: 'revoked' }] }))
+  await waitFor(() => cache.get(fence, performance.now())?.status === 'revoked', 'a sealed message published after them to be handled')
   t.match(cache.get(target.hash, performance.now()), { status: 'active' }, 'a forged message ends nothing')
   t.equal(await redis.client.llen(names.acknowledgements(forgedId)), 0, 'and is not acknowledged')
 

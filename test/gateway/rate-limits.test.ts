@@ -1,7 +1,8 @@
 /**
- * Rate limits through real gateway processes: a key over its limit gets 429
- * with Retry-After and the RateLimit headers while another key of the same
- * tenant goes on; a tenant limit is shared by its keys; two replicas hold a
+ * Rate limits through gateway replicas (in the test's process) over HTTPS,
+ * with real Postgres and Redis: a key over its limit gets 429 with
+ * Retry-After and the RateLimit headers while another key of the same tenant
+ * goes on; a tenant limit is shared by its keys; two replicas hold a
  * limit together; with Redis unreachable a replica falls back to its share.
  * A refused request never reaches the backend.
  */
@@ -37,7 +38,7 @@ routes:
 const get = (client: HttpsClient, path: string, key: string, marker = '') => client.request(`${path}${marker}`, { headers: { authorization: `Bearer ${key}` } })
 
 t.test('one key over its limit gets 429 with Retry-After and RateLimit headers; another key of the same tenant is unaffected', async (t) => {
-  const replica = await fixture.startReplica({ ROUTES_FILE: routesFile })
+  const replica = await fixture.startReplica({ ROUTES_FILE: routesFile }, { t })
   const [first, second] = [await fixture.createKey('sub-account', 'first'), await fixture.createKey('sub-account', 'second')]
   for (let i = 1; i <= 4; i++) {
     const ok = await get(replica.client, '/v1/agents', first.key)
@@ -55,10 +56,10 @@ t.test('one key over its limit gets 429 with Retry-After and RateLimit headers; 
   t.equal((await get(replica.client, '/v1/agents', second.key)).status, 200, 'another key of the same tenant goes on')
   t.equal((await get(replica.client, '/v1/calls', first.key)).status, 200, 'a route without limits is not limited')
   t.notOk((await get(replica.client, '/v1/calls', first.key)).headers['ratelimit-policy'], 'and carries no RateLimit headers')
-  // Log lines are written in batches (every 200 ms): wait for it rather than read at once.
+  // The request's log line is written once its response has gone out: wait for it rather than read at once.
   const log = await waitFor(
     () =>
-      replica.process
+      replica
         .output()
         .split('\n')
         .find((line) => line.includes('"outcome":"rate-limited"')),
@@ -72,7 +73,7 @@ t.test('one key over its limit gets 429 with Retry-After and RateLimit headers; 
 })
 
 t.test('a tenant limit is shared by all of the tenant’s keys; the scope default applies to agency keys', async (t) => {
-  const replica = await fixture.startReplica({ ROUTES_FILE: routesFile })
+  const replica = await fixture.startReplica({ ROUTES_FILE: routesFile }, { t })
   const keys = [await fixture.createKey('sub-account', 'a'), await fixture.createKey('sub-account', 'b')]
   const statuses: number[] = []
   for (let i = 0; i < 8; i++) statuses.push((await get(replica.client, '/v1/contacts', keys[i % 2]!.key)).status)
@@ -84,7 +85,7 @@ t.test('a tenant limit is shared by all of the tenant’s keys; the scope defaul
 })
 
 t.test('two replicas together hold a limit (leases from one shared bucket: no overshoot while Redis answers)', async (t) => {
-  const replicas = await Promise.all([fixture.startReplica({ ROUTES_FILE: routesFile }), fixture.startReplica({ ROUTES_FILE: routesFile })])
+  const replicas = await Promise.all([fixture.startReplica({ ROUTES_FILE: routesFile }, { t }), fixture.startReplica({ ROUTES_FILE: routesFile }, { t })])
   const key = await fixture.createKey('sub-account', 'shared')
   const started = performance.now()
   const statuses = await Promise.all(
@@ -97,9 +98,10 @@ t.test('two replicas together hold a limit (leases from one shared bucket: no ov
 })
 
 t.test('Redis unreachable: a replica falls back to its share of the limit (fail-soft, never unlimited)', async (t) => {
-  const replica = await fixture.startReplica({ ROUTES_FILE: routesFile, REDIS_URL: `redis://127.0.0.1:${await freePort()}` })
+  const replica = await fixture.startReplica({ ROUTES_FILE: routesFile, REDIS_URL: `redis://127.0.0.1:${await freePort()}` }, { t })
   const key = await fixture.createKey('sub-account', 'no redis')
-  // The replicas of the earlier tests are still running: each replica's share is the burst of 4 divided among all.
+  // Each replica's share is the burst of 4 divided among the replicas seen in the registry (the earlier tests'
+  // replicas left it when their tests ended), counted here rather than assumed.
   const { rows } = await fixture.db.pool.query<{ live: number }>(
     `SELECT count(*)::int AS live FROM gateway_replicas WHERE seen_at > now() - interval '1.5 seconds'`,
   )

@@ -1,10 +1,10 @@
 /**
  * Start-up: configuration is validated once (a bad value stops the process
- * with one line naming it), and the TLS listener: a certificate from files or
- * a development certificate made under .data/, TLS 1.2 or newer.
+ * with one line naming it: gateway/src/main.ts as a process), and the TLS
+ * listener: a certificate from files or a development certificate made under
+ * .data/, TLS 1.2 or newer (a replica in the test's process).
  */
 import t from 'tap'
-import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { connect } from 'node:tls'
 import type { SecureVersion } from 'node:tls'
@@ -15,8 +15,8 @@ import { readGatewayConfig, dataDir, DEFAULT_DEADLINES } from '@scoped/gateway/c
 import { developmentCertificate } from '@scoped/gateway/tls'
 import { createTestDatabase } from '../helpers/database.js'
 import { httpsClient } from '../helpers/https.js'
-import type { ProcessEnv } from '../helpers/processes.js'
-import { childEnv, freePort, projectRoot, startProcess, tsNodeArgs } from '../helpers/processes.js'
+import { startInProcessGateway } from '../helpers/in-process-gateway.js'
+import { runToExit } from '../helpers/processes.js'
 
 const secret = 's'.repeat(32)
 
@@ -77,19 +77,12 @@ t.test('configuration: every bad value is a ConfigError naming its variable', as
   t.type(new ConfigError('X', 'y'), Error)
 })
 
-function runGateway(env: ProcessEnv): Promise<{ status: number | null; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...tsNodeArgs, 'gateway/src/main.ts'], { cwd: projectRoot, env: childEnv(env), stdio: ['ignore', 'ignore', 'pipe'] })
-    let stderr = ''
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-    child.on('error', reject)
-    child.on('close', (status) => resolve({ status, stderr }))
-  })
-}
-
 t.test('a bad routes file stops the process with one line naming ROUTES_FILE', async (t) => {
   const dir = t.testdir({ 'routes.yaml': 'routes:\n  - { prefix: /console, scope: AGENCY, auth: session, upstream: "http://127.0.0.1:1" }\n' })
-  const [badRoutes, noSecret] = await Promise.all([runGateway({ TENANT_SIGNING_SECRET: secret, ROUTES_FILE: `${dir}/routes.yaml` }), runGateway({})])
+  const [badRoutes, noSecret] = await Promise.all([
+    runToExit('gateway/src/main.ts', { TENANT_SIGNING_SECRET: secret, ROUTES_FILE: `${dir}/routes.yaml` }),
+    runToExit('gateway/src/main.ts', {}),
+  ])
   t.equal(badRoutes.status, 1)
   t.equal(badRoutes.stderr, `gateway: invalid configuration: ROUTES_FILE: ${dir}/routes.yaml: route /console: give either scope or auth: session, not both\n`)
   t.equal(noSecret.status, 1)
@@ -119,20 +112,8 @@ function tlsHandshake(port: number, ca: string, version: SecureVersion): Promise
 
 t.test('without TLS files: the development certificate under .data/, TLS 1.2 or newer, HSTS', async (t) => {
   const db = await createTestDatabase(t)
-  const [api, http, admin] = [await freePort(), await freePort(), await freePort()]
-  await startProcess(
-    t,
-    'gateway/src/main.ts',
-    {
-      TENANT_SIGNING_SECRET: secret,
-      DATABASE_URL: db.url,
-      GATEWAY_HOST: '127.0.0.1',
-      GATEWAY_PORT: String(api),
-      GATEWAY_HTTP_PORT: String(http),
-      GATEWAY_ADMIN_PORT: String(admin),
-    },
-    /gateway ready/,
-  )
+  const { ports } = await startInProcessGateway(t, { TENANT_SIGNING_SECRET: secret, DATABASE_URL: db.url, GATEWAY_HOST: '127.0.0.1' })
+  const { api, admin } = ports
   const ca = readFileSync(`${dataDir}dev-tls/cert.pem`, 'utf8')
   t.equal(await tlsHandshake(api, ca, 'TLSv1.3'), 'TLSv1.3')
   t.equal(await tlsHandshake(api, ca, 'TLSv1.2'), 'TLSv1.2')
