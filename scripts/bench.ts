@@ -52,7 +52,7 @@ function whole(name: string, fallback: number, min: number): number {
 function readSettings(): Settings {
   const connections = whole('BENCH_CONNECTIONS', 50, 1)
   return {
-    rounds: whole('BENCH_ROUNDS', 3, 1),
+    rounds: whole('BENCH_ROUNDS', 5, 1),
     seconds: whole('BENCH_SECONDS', 5, 1),
     connections,
     soakSeconds: whole('BENCH_SOAK_SECONDS', 60, 1),

@@ -3,8 +3,8 @@
  * api_keys, inserted by one INSERT … SELECT generate_series, then the plan of
  * the gateway's lookup statement (the SQL of lookupKeyByHash, read from
  * shared/src/key-store.ts so it is the one in use) and the latency of 2 000
- * lookups of unknown keys straight through pg. Target: p99 < 2 ms, through
- * the key_hash unique index.
+ * lookups of unknown keys straight through pg, after the table's vacuum and
+ * 500 untimed lookups. Target: p99 < 2 ms, through the key_hash unique index.
  */
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
@@ -18,6 +18,7 @@ import { latency } from './stats.js'
 import type { Latency } from './stats.js'
 
 export const LOOKUPS = 2_000
+export const WARM_UP_LOOKUPS = 500
 export const LOOKUP_P99_TARGET_MS = 2
 
 export interface MillionKeys {
@@ -63,7 +64,10 @@ async function insertRows(pool: Pool, tenant: Tenant, rows: number): Promise<num
       [tenant.agencyId, tenant.subAccountId, randomBytes(10).toString('hex'), randomBytes(16).toString('hex'), rows],
     )
     await client.query(`RESET session_replication_role`)
-    await client.query(`ANALYZE api_keys`)
+    // What a table in service has had long since: its vacuum (otherwise autovacuum starts on the
+    // fresh million rows in the middle of the timed lookups), statistics, and a checkpoint behind it.
+    await client.query(`VACUUM (ANALYZE) api_keys`)
+    await client.query(`CHECKPOINT`).catch(() => undefined)
   } finally {
     client.release()
   }
@@ -84,7 +88,9 @@ export async function millionKeys(databaseUrl: string, tenant: Tenant, rows: num
     const unknown = (): string => randomBytes(32).toString('hex')
     const explained = await pool.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) ${lookupSql()}`, [unknown()])
     const plan = explained.rows.map((row) => row['QUERY PLAN'])
-    await lookupKeyByHash(pool, unknown()) // opens the connection; not timed
+    // Untimed: the connection opens, the statement is prepared, the index's inner pages are read in,
+    // as they are for a gateway that has been serving.
+    for (let i = 0; i < WARM_UP_LOOKUPS; i++) await lookupKeyByHash(pool, unknown())
     const samples = new Float64Array(LOOKUPS)
     for (let i = 0; i < LOOKUPS; i++) {
       const hash = unknown()
