@@ -256,8 +256,17 @@ t.test('service roles cannot migrate; they check that nothing is pending', async
     'a pending migration stops a service that cannot apply it',
   )
   let told: string[] = []
-  const waiting = migrateOrWait(urls.agency, { waitMs: 10_000, pollMs: 50, onWait: (pending) => (told = pending) })
-  for (let waited = 0; told.length === 0 && waited < 10_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50))
+  let saidIt: () => void = () => undefined
+  const said = new Promise<void>((resolve) => (saidIt = resolve))
+  const waiting = migrateOrWait(urls.agency, {
+    waitMs: 10_000,
+    pollMs: 50,
+    onWait: (pending) => {
+      told = pending
+      saidIt()
+    },
+  })
+  await said
   await db.pool.query(`INSERT INTO schema_migrations (name, run_on) VALUES ('006_least_privilege', now())`)
   t.same(await waiting, [], 'it waits for the migration job, then starts')
   t.same(told, ['006_least_privilege'], 'and said what it was waiting for')
