@@ -17,6 +17,7 @@
 import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import type { Test } from 'tap'
+import type { Pool } from '@scoped/shared/db'
 import { LIVE_WINDOW_MS } from '@scoped/shared/key-invalidation'
 import type { KeyState } from '@scoped/shared/key-state'
 import { KeyStateCodec, redisNames } from '@scoped/shared/key-state'
@@ -31,7 +32,8 @@ import { httpsClient } from '../helpers/https.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import type { StackReplica } from '../helpers/stack.js'
 import { startStack } from '../helpers/stack.js'
-import { appliedBy, COMMAND_LIMIT_MS, createTenancy, ctlConnected, get, INVALID, registry, replicaIdOf, REVOKED, signal, sleep, timedCtl } from './support.js'
+import { waitFor } from '../helpers/wait-for.js'
+import { appliedBy, COMMAND_LIMIT_MS, createTenancy, ctlConnected, get, INVALID, registry, replicaIdOf, REVOKED, signal, timedCtl } from './support.js'
 
 type Forgery = 'unsealed JSON' | 'sealed with a wrong secret' | "the victim's genuine entry, moved"
 const FORGERIES: Forgery[] = ['unsealed JSON', 'sealed with a wrong secret', "the victim's genuine entry, moved"]
@@ -39,6 +41,15 @@ const FORGERIES: Forgery[] = ['unsealed JSON', 'sealed with a wrong secret', "th
 async function forgedEntries(port: number): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()
   return Number(/gateway_key_cache_forged_total\{kind="entry"\} (\d+)/.exec(text)?.[1] ?? 0)
+}
+
+/** The replicas whose applied snapshot in the registry includes transaction `xid` (they have applied what it wrote to the log). */
+async function appliedTransaction(pool: Pool, xid: string): Promise<string[]> {
+  const { rows } = await pool.query<{ replica_id: string }>(
+    `SELECT replica_id FROM gateway_replicas WHERE pg_visible_in_snapshot($1::xid8, applied_snapshot)`,
+    [xid],
+  )
+  return rows.map((row) => row.replica_id)
 }
 
 t.test('forged Redis entries and acknowledgements', async (t) => {
@@ -70,11 +81,14 @@ t.test('forged Redis entries and acknowledgements', async (t) => {
   const first = httpsClient(t, stack.replicas[0]!.port, stack.cert)
   t.equal((await get(first, '/v1/agency', victimKeys.AGENCY.key)).status, 200)
   t.equal((await get(first, '/v1/agents', victimKeys['SUB-ACCOUNT'].key)).status, 200)
-  await sleep(200)
-  const victimEntries = {
-    AGENCY: (await attacker.get(names.cacheEntry(hashKey(victimKeys.AGENCY.key))))!,
-    'SUB-ACCOUNT': (await attacker.get(names.cacheEntry(hashKey(victimKeys['SUB-ACCOUNT'].key))))!,
-  }
+  // Those writes follow the answers: wait until both entries are there.
+  const victimEntries = await waitFor(async () => {
+    const [agency, sub] = await Promise.all([
+      attacker.get(names.cacheEntry(hashKey(victimKeys.AGENCY.key))),
+      attacker.get(names.cacheEntry(hashKey(victimKeys['SUB-ACCOUNT'].key))),
+    ])
+    return agency !== null && sub !== null && { AGENCY: agency, 'SUB-ACCOUNT': sub }
+  }, "replica 1 to write the victim's genuine entries to Redis")
   t.ok(victimEntries.AGENCY && victimEntries['SUB-ACCOUNT'], "the victim's genuine entries are in Redis")
 
   function forge(kind: Forgery, hash: string, scope: 'AGENCY' | 'SUB-ACCOUNT'): string {
@@ -146,10 +160,17 @@ t.test('forged Redis entries and acknowledgements', async (t) => {
     // The gateways fill Redis only with SET NX: the forgeries are still there.
     for (const { key, text } of ownKeys) t.equal(await attacker.get(names.cacheEntry(hashKey(key.key))), text, 'the forged entry is untouched')
     // A change of the keys' records (through the log, as a key update would) makes every replica forget them.
-    await stack.db.pool.query(`INSERT INTO key_invalidations (key_hash, state) SELECT unnest($1::text[]), 'changed'`, [
-      ownKeys.map(({ key }) => hashKey(key.key)),
-    ])
-    await sleep(1_000)
+    const { rows } = await stack.db.pool.query<{ xid: string }>(
+      `INSERT INTO key_invalidations (key_hash, state) SELECT unnest($1::text[]), 'changed' RETURNING xid::text AS xid`,
+      [ownKeys.map(({ key }) => hashKey(key.key))],
+    )
+    // Applied once every replica reports in the registry a snapshot that includes that transaction: it records
+    // a snapshot only after it has applied the changes it read up to it (what a revoker's confirmation relies on).
+    const replicaIds = await Promise.all(stack.replicas.map((replica) => replicaIdOf(stack.db.pool, replica.pid)))
+    await waitFor(async () => {
+      const applied = await appliedTransaction(stack.db.pool, rows[0]!.xid)
+      return replicaIds.every((id) => applied.includes(id))
+    }, 'every replica to apply the changed keys from the invalidation log')
     const before = await Promise.all(stack.replicas.map((replica) => forgedEntries(replica.adminPort)))
     await actsAsItself(t, secondClient, 'second replica, memory gone')
     await actsAsItself(t, first, 'first replica, memory gone')
@@ -212,7 +233,11 @@ t.test('forged Redis entries and acknowledgements', async (t) => {
         )
         t.teardown(() => invalidator.close())
         const service = new KeyService(stack.db.pool, invalidator)
-        await sleep(300) // its Redis clients connect
+        // Its Redis clients connect in the background (the revoke would wait for them): both are connected, named, first.
+        await waitFor(async () => {
+          const list = (await attacker.call('CLIENT', 'LIST')) as string
+          return ['fault-test-commands', 'fault-test-blocking'].every((name) => list.includes(` name=${name} `))
+        }, "the invalidator's Redis clients to connect")
         signal(stopped.pid, 'SIGSTOP')
         stoppedAt = performance.now()
         const result = await service.revoke(key.id, 'fault-test')

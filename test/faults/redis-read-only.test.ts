@@ -17,6 +17,7 @@ import type { HttpsClient } from '../helpers/https.js'
 import { httpsClient } from '../helpers/https.js'
 import { startRedisServer } from '../helpers/redis-server.js'
 import { startStack } from '../helpers/stack.js'
+import { waitFor } from '../helpers/wait-for.js'
 import { bearer, COMMAND_LIMIT_MS, createTenancy, get, REVOKED, sleep, timedCtl } from './support.js'
 
 /** How long after the commands the left-behind entry is tried again ("many seconds": many times the 1 s bound). */
@@ -59,7 +60,11 @@ t.test('Redis refusing writes: revoke, delete and sub-account deletion still tak
     for (let round = 0; round < 2; round++) for (const response of await all(key.key)) t.equal(response.status, 200, 'warm')
   }
   t.equal((await get(clients[0]!, '/v1/agency', agencyKey.key)).status, 200)
-  await sleep(200)
+  // The gateways write those entries after answering: wait until every key used so far has its entry there.
+  await waitFor(
+    async () => (await Promise.all([...ended, agencyKey].map(redisState))).every((state) => state === 'active'),
+    'the genuine active entries of the keys used so far to be in Redis',
+  )
   for (const key of ended) t.equal(await redisState(key), 'active', 'a genuine active entry is in Redis')
 
   // Out of memory, no eviction: every write is refused from now on (reads, PUBLISH and SUBSCRIBE still work).
