@@ -65,6 +65,12 @@ export function isUuid(value: unknown): value is string {
 export const pgErrorCodes = {
   uniqueViolation: '23505',
   foreignKeyViolation: '23503',
+  /** A statement names a column the database does not have (yet). */
+  undefinedColumn: '42703',
+  /** A statement names a table the database does not have (yet). */
+  undefinedTable: '42P01',
+  /** "cached plan must not change result type": a prepared statement outlived a change of what it returns. */
+  cachedPlanChanged: '0A000',
 } as const
 
 export function pgErrorCode(error: unknown): string | undefined {

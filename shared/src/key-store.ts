@@ -12,6 +12,7 @@
  *   replica seen recently has applied its transaction.
  */
 import type { Pool, PoolClient } from './db.js'
+import { pgErrorCode, pgErrorCodes } from './db.js'
 import { canonicalCidrs, normalizeAddress } from './ip-address.js'
 import type { ActiveKeyState, KeyInvalidation, KeyState } from './key-state.js'
 import { isScope } from './scope.js'
@@ -46,15 +47,13 @@ const LOOKUP_SQL = `
  * transaction mode this needs its `max_prepared_statements` (README).
  */
 const LOOKUP_STATEMENT = 'lookup-key-by-hash'
-/** "cached plan must not change result type": a migration changed what the prepared lookup returns. */
-const CACHED_PLAN_CHANGED = '0A000'
 
 export async function lookupKeyByHash(pool: Pool, hash: string): Promise<KeyState> {
   const { rows } = await pool.query<LookupRow>({ name: LOOKUP_STATEMENT, text: LOOKUP_SQL, values: [hash] }).catch((error: unknown) => {
-    // That connection's prepared lookup is stale: this lookup is answered unprepared, and so is each later one on it.
-    if (typeof error === 'object' && error !== null && (error as { code?: unknown }).code === CACHED_PLAN_CHANGED) {
-      return pool.query<LookupRow>(LOOKUP_SQL, [hash])
-    }
+    // A migration changed what the prepared lookup returns: this lookup is made unprepared. The pool drops a
+    // connection whose query failed, so its successor prepares the statement afresh: one failed round trip
+    // per pooled connection, once per such migration.
+    if (pgErrorCode(error) === pgErrorCodes.cachedPlanChanged) return pool.query<LookupRow>(LOOKUP_SQL, [hash])
     throw error
   })
   const row = rows[0]
@@ -74,7 +73,7 @@ export async function lookupKeyByHash(pool: Pool, hash: string): Promise<KeyStat
 }
 
 /** SQLSTATEs of a statement that names a column or table the database does not have (yet). */
-const SCHEMA_BEHIND = new Set(['42703', '42P01'])
+const SCHEMA_BEHIND = new Set<string>([pgErrorCodes.undefinedColumn, pgErrorCodes.undefinedTable])
 
 /**
  * Whether the database has every column the lookup reads: undefined when it
@@ -88,8 +87,8 @@ export async function keySchemaMissing(pool: Pool): Promise<string | undefined> 
     await pool.query(LOOKUP_SQL, ['0'.repeat(64)])
     return undefined
   } catch (error) {
-    const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : ''
-    if (SCHEMA_BEHIND.has(code)) return error instanceof Error ? error.message : code
+    const code = pgErrorCode(error)
+    if (code !== undefined && SCHEMA_BEHIND.has(code)) return error instanceof Error ? error.message : code
     throw error
   }
 }

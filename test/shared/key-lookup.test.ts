@@ -1,7 +1,8 @@
 /**
  * The gateway's key lookup (lookupKeyByHash) is a prepared statement: planned
  * once per connection, and still answered right after a migration changed
- * what it returns (Postgres refuses the stale plan; the lookup goes unprepared).
+ * what it returns (Postgres refuses the stale plan; that lookup goes unprepared,
+ * and the connection that replaces the failed one prepares it afresh).
  */
 import t from 'tap'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
@@ -41,4 +42,10 @@ t.test('prepared once per connection; a migration that changes its result does n
   await db.pool.query(`ALTER TABLE api_keys ALTER COLUMN rate_limit_burst TYPE smallint`)
   t.same(await lookupKeyByHash(pool, hashKey(created.key)), expected, 'answered, unprepared')
   t.same(await lookupKeyByHash(pool, hashKey(created.key)), expected, 'and again')
+  const afresh = await pool.query<{ name: string }>(`SELECT name FROM pg_prepared_statements`)
+  t.same(
+    afresh.rows.map((row) => row.name),
+    ['lookup-key-by-hash'],
+    'prepared afresh: the pool replaced the connection whose prepared lookup had gone stale',
+  )
 })
