@@ -14,11 +14,14 @@ import type { FastifyInstance } from 'fastify'
 import { withDeadline } from '@scoped/shared/deadline'
 import type { Pool } from '@scoped/shared/db'
 import { createPool } from '@scoped/shared/db'
+import type { DestinationStream } from 'pino'
 import type { Logger } from '@scoped/shared/logger'
+import { createLogger } from '@scoped/shared/logger'
 import { createRedis } from '@scoped/shared/redis'
 import { buildApiServer } from './api-server.js'
 import type { GatewayConfig } from './config.js'
 import type { RequestLogger } from './request-log.js'
+import { createRequestLogger } from './request-log.js'
 import type { KeyLayer, RedisClients } from './key-layer.js'
 import { createKeyLayer } from './key-layer.js'
 import { GatewayMetrics } from './metrics.js'
@@ -167,7 +170,7 @@ export async function buildGateway(deps: GatewayDeps): Promise<Gateway> {
 }
 
 /** Creates the dependencies from the configuration and builds the gateway (not yet listening). */
-export async function createGateway(config: GatewayConfig, log: Logger, requestLog: RequestLogger): Promise<Gateway> {
+async function createGateway(config: GatewayConfig, log: Logger, requestLog: RequestLogger): Promise<Gateway> {
   const tls = await loadTlsCredentials(config.tls, config.dataDir)
   log.info({ certificate: tls.source }, 'TLS certificate loaded')
   const replicaId = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`
@@ -180,4 +183,31 @@ export async function createGateway(config: GatewayConfig, log: Logger, requestL
           subscriber: createRedis(config.redis.url, `gateway-subscriber-${replicaId}`),
         }
   return buildGateway({ config, log, requestLog, pool, redis, tls, replicaId })
+}
+
+/** A started gateway and its logger. */
+export interface LaunchedGateway {
+  gateway: Gateway
+  log: Logger
+}
+
+/**
+ * One replica as main.ts runs it, and as the tests start one in their own
+ * process: its log lines and its line per request on `destination`, the
+ * gateway built from `config` and started, then "gateway ready" logged with
+ * the bound ports. A start that fails half way closes what it had opened
+ * (within DRAIN_DEADLINE_MS) before the error goes on.
+ */
+export async function launchGateway(config: GatewayConfig, destination: DestinationStream): Promise<LaunchedGateway> {
+  const log = createLogger('gateway', config.logLevel, destination)
+  const gateway = await createGateway(config, log, createRequestLogger(config.logLevel, destination))
+  try {
+    await gateway.start()
+  } catch (error) {
+    await withDeadline(gateway.close(), DRAIN_DEADLINE_MS, 'closing after a failed start').catch(() => undefined)
+    throw error
+  }
+  const ports = gateway.ports()
+  log.info({ https: ports.api, http: ports.plain, admin: ports.admin, routes: config.routesFile, redis: config.redis !== null }, 'gateway ready')
+  return { gateway, log }
 }

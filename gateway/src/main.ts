@@ -5,21 +5,15 @@
  * pools and exits 0.
  */
 import { runMain } from '@scoped/shared/config'
-import { createLogger } from '@scoped/shared/logger'
-import { createGateway } from './app.js'
+import { launchGateway } from './app.js'
 import { BatchingDestination } from './log-destination.js'
-import { createRequestLogger } from './request-log.js'
 import { readGatewayConfig } from './config.js'
 
 runMain('gateway', async () => {
   const config = readGatewayConfig(process.env)
   const destination = new BatchingDestination()
   process.on('exit', () => destination.flushSync())
-  const log = createLogger('gateway', config.logLevel, destination)
-  const gateway = await createGateway(config, log, createRequestLogger(config.logLevel, destination))
-  await gateway.start()
-  const ports = gateway.ports()
-  log.info({ https: ports.api, http: ports.plain, admin: ports.admin, routes: config.routesFile, redis: config.redis !== null }, 'gateway ready')
+  const { gateway, log } = await launchGateway(config, destination)
   destination.flushSync()
 
   let stopping = false

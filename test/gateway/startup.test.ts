@@ -6,6 +6,7 @@
  */
 import t from 'tap'
 import { readFileSync } from 'node:fs'
+import { createServer } from 'node:net'
 import { connect } from 'node:tls'
 import type { SecureVersion } from 'node:tls'
 import { X509Certificate } from 'node:crypto'
@@ -16,7 +17,7 @@ import { developmentCertificate } from '@scoped/gateway/tls'
 import { createTestDatabase } from '../helpers/database.js'
 import { httpsClient } from '../helpers/https.js'
 import { startInProcessGateway } from '../helpers/in-process-gateway.js'
-import { runToExit } from '../helpers/processes.js'
+import { freePort, runToExit } from '../helpers/processes.js'
 
 const secret = 's'.repeat(32)
 
@@ -124,4 +125,31 @@ t.test('without TLS files: the development certificate under .data/, TLS 1.2 or 
   t.match(response.headers['strict-transport-security'], /^max-age=\d+; includeSubDomains$/)
   const ready = await (await fetch(`http://127.0.0.1:${admin}/readyz`)).json()
   t.match(ready, { status: 'ready', checks: { postgres: true, invalidationLog: true, routes: true } }, 'ready without Redis')
+})
+
+t.test('a start that fails half way (its operations port taken) closes what it had opened', async (t) => {
+  const db = await createTestDatabase(t)
+  const taken = createServer()
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => taken.close(() => resolve())))
+  const adminPort = (taken.address() as { port: number }).port
+  const apiPort = await freePort()
+  const env = {
+    TENANT_SIGNING_SECRET: secret,
+    DATABASE_URL: db.url,
+    GATEWAY_HOST: '127.0.0.1',
+    GATEWAY_PORT: String(apiPort),
+    GATEWAY_ADMIN_PORT: String(adminPort),
+  }
+  await t.rejects(startInProcessGateway(t, env), { code: 'EADDRINUSE' }, 'the start fails on the last listener')
+  // The API listener it had opened is closed again: its port can be taken.
+  const again = createServer()
+  await new Promise<void>((resolve, reject) => again.once('error', reject).listen(apiPort, '127.0.0.1', resolve))
+  await new Promise<void>((resolve) => again.close(() => resolve()))
+  const { rows } = await db.pool.query<{ connections: number }>(
+    `SELECT count(*)::int AS connections FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'gateway'`,
+  )
+  t.equal(rows[0]!.connections, 0, 'and its Postgres connections are gone')
+  const registered = await db.pool.query<{ replicas: number }>(`SELECT count(*)::int AS replicas FROM gateway_replicas`)
+  t.equal(registered.rows[0]!.replicas, 0, 'and it left the replica registry')
 })

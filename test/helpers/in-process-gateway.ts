@@ -1,7 +1,7 @@
 /**
- * A gateway replica in the test's own process, wired as gateway/src/main.ts
- * wires a real one (readGatewayConfig, createLogger, createRequestLogger,
- * createGateway, start), from the same environment a process would get:
+ * A gateway replica in the test's own process, started as gateway/src/main.ts
+ * starts a real one (readGatewayConfig, then launchGateway), from the same
+ * environment a process would get:
  * only that environment (not this process's), and every port 0 (the kernel
  * picks a free one) unless the environment names one. Its log lines are
  * kept in memory, so `output()` answers what a process would have written to
@@ -11,11 +11,9 @@
  * codes, a failed start's one line on stderr) is for startProcess.
  */
 import type { Gateway } from '@scoped/gateway/app'
-import { createGateway } from '@scoped/gateway/app'
+import { launchGateway } from '@scoped/gateway/app'
 import type { GatewayConfig } from '@scoped/gateway/config'
 import { readGatewayConfig } from '@scoped/gateway/config'
-import { createRequestLogger } from '@scoped/gateway/request-log'
-import { createLogger } from '@scoped/shared/logger'
 import type { ProcessEnv } from './processes.js'
 import type { Teardown } from './teardown.js'
 
@@ -51,20 +49,11 @@ export async function startInProcessGateway(t: Teardown, env: ProcessEnv): Promi
   for (const name of PORTS) if (withPorts[name] === undefined || withPorts[name] === '') withPorts[name] = '0'
   const config = readGatewayConfig(withPorts)
   const lines = new LogLines()
-  const log = createLogger('gateway', config.logLevel, lines)
-  const gateway = await createGateway(config, log, createRequestLogger(config.logLevel, lines))
+  const { gateway } = await launchGateway(config, lines)
   let stopped: Promise<void> | undefined
   const stop = (): Promise<void> => (stopped ??= gateway.close())
-  // Registered before start: a start that fails half way still releases what it opened.
   t.teardown(stop)
-  try {
-    await gateway.start()
-  } catch (error) {
-    await stop().catch(() => undefined)
-    throw error
-  }
   const bound = gateway.ports()
   const ports = { api: bound.api, http: bound.plain, admin: bound.admin }
-  log.info({ https: ports.api, http: ports.http, admin: ports.admin, routes: config.routesFile, redis: config.redis !== null }, 'gateway ready')
   return { gateway, config, ports, output: () => lines.toString(), stop }
 }
