@@ -93,6 +93,26 @@ t.test('the request line: the fields, no credentials, a key-shaped path masked',
     "the shape of every other line (pino's), fields in order",
   )
   t.equal(new Date(line['time'] as string).toISOString(), line['time'])
+  // The same fields through the gateway's pino logger: the same line, but for the time.
+  const viaPino: string[] = []
+  createLogger('gateway', 'info', { write: (text: string) => void viaPino.push(text) }).info(
+    {
+      reqId: line['reqId'],
+      method: line['method'],
+      path: line['path'],
+      route: line['route'],
+      outcome: line['outcome'],
+      keyId: 'k',
+      scope: 'SUB-ACCOUNT',
+      agencyId: 'a',
+      subAccountId: 's',
+      status: 200,
+      ms: 1.235,
+    },
+    'request',
+  )
+  t.same({ ...(JSON.parse(viaPino[0]!) as Record<string, unknown>), time: line['time'] }, line, 'what pino would have written')
+  t.same(Object.keys(JSON.parse(viaPino[0]!) as object), Object.keys(line), 'in the same order')
 
   // Whatever the caller put in the path stays one valid JSON line.
   const hostile = { ...refused, raw: { url: '/v1/"},{"level":60,\u0000\n\u2028\\' } } as unknown as FastifyRequest
