@@ -36,19 +36,6 @@ const NEVER_RETURNED = new Set([...HOP_BY_HOP, 'x-request-id', 'strict-transport
 
 export type OutgoingHeaders = Record<string, string | string[]>
 
-/** Names listed in `Connection` headers, lower-cased. */
-function connectionOptions(rawHeaders: readonly string[]): Set<string> | undefined {
-  let names: Set<string> | undefined
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (rawHeaders[i]!.toLowerCase() !== 'connection') continue
-    for (const name of rawHeaders[i + 1]!.split(',')) {
-      const trimmed = name.trim().toLowerCase()
-      if (trimmed !== '') (names ??= new Set()).add(trimmed)
-    }
-  }
-  return names
-}
-
 function add(headers: OutgoingHeaders, name: string, value: string): void {
   const existing = headers[name]
   if (existing === undefined) headers[name] = value
@@ -56,28 +43,48 @@ function add(headers: OutgoingHeaders, name: string, value: string): void {
   else headers[name] = [existing, value]
 }
 
-/** The caller's headers that may go upstream (see the rules above). */
+/**
+ * The caller's headers that may go upstream (see the rules above). One pass
+ * over the raw list, each name lower-cased once; the names a `Connection`
+ * header lists are removed afterwards (they are rarely anything but
+ * `keep-alive`, which is hop-by-hop anyway).
+ */
 export function callerHeaders(rawHeaders: readonly string[], keepCookies: boolean): OutgoingHeaders {
-  const listed = connectionOptions(rawHeaders)
   const headers: OutgoingHeaders = {}
+  let listed: string | undefined
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!.toLowerCase()
-    if (NEVER_FORWARDED.has(name) || name.startsWith(TENANT_HEADER_PREFIX)) continue
-    if (!keepCookies && name === 'cookie') continue
-    if (listed !== undefined && listed.has(name)) continue
+    if (NEVER_FORWARDED.has(name)) {
+      if (name === 'connection') listed = listed === undefined ? rawHeaders[i + 1]! : `${listed},${rawHeaders[i + 1]!}`
+      continue
+    }
+    if (name.startsWith(TENANT_HEADER_PREFIX) || (!keepCookies && name === 'cookie')) continue
     add(headers, name, rawHeaders[i + 1]!)
+  }
+  if (listed !== undefined) {
+    for (const option of listed.split(',')) {
+      const name = option.trim().toLowerCase()
+      if (headers[name] !== undefined) delete headers[name]
+    }
   }
   return headers
 }
 
-/** The backend's response headers that go back to the caller. */
-export function returnedHeaders(upstream: Record<string, string | string[] | undefined>): OutgoingHeaders {
-  const listed = typeof upstream['connection'] === 'string' ? new Set(upstream['connection'].split(',').map((name) => name.trim().toLowerCase())) : undefined
+/**
+ * The headers of the caller's response: the backend's, except hop-by-hop
+ * ones, those its `Connection` header lists and the two the gateway sets on
+ * every response; then the gateway's own (`own`, the reply's headers) over them.
+ */
+export function returnedHeaders(upstream: Record<string, string | string[] | undefined>, own: OutgoingHeaders = {}): OutgoingHeaders {
+  const connection = upstream['connection']
+  const listed =
+    typeof connection === 'string' && connection !== 'keep-alive' ? new Set(connection.split(',').map((name) => name.trim().toLowerCase())) : undefined
   const headers: OutgoingHeaders = {}
   for (const name in upstream) {
     const value = upstream[name]
     if (value === undefined || NEVER_RETURNED.has(name) || (listed !== undefined && listed.has(name))) continue
     headers[name] = value
   }
+  for (const name in own) headers[name] = own[name]!
   return headers
 }

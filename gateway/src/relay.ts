@@ -45,10 +45,12 @@ class Exchange implements Dispatcher.DispatchHandler {
   private controller: DispatchController | undefined
   private answered = false
   private ended = false
+  /** The caller went away: the backend request is aborted (one closure per exchange, removed when it ends). */
   private readonly onClose = (): void => {
     if (!this.ended && this.controller !== undefined && !this.controller.aborted) this.controller.abort(new Error('the caller went away'))
   }
-  private readonly onDrain = (): void => this.controller?.resume()
+  /** Made only when a write meets backpressure. */
+  private onDrain: (() => void) | undefined
 
   constructor(
     private readonly request: FastifyRequest,
@@ -57,7 +59,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     private readonly route: Route,
     private readonly deps: RelayDeps,
   ) {
-    reply.raw.once('close', this.onClose)
+    reply.raw.on('close', this.onClose)
   }
 
   onRequestStart(controller: DispatchController): void {
@@ -70,9 +72,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (statusCode < 200) return
     const { reply, request, deps } = this
     deps.metrics.observeUpstream(this.route, (performance.now() - request.gatewayUpstreamAt) / 1000)
-    const out = returnedHeaders(headers)
-    const own = reply.getHeaders()
-    for (const name in own) out[name] = own[name] as string
+    // The backend's headers, then the gateway's own (set by the gate: HSTS, x-request-id, rate limits) over them.
+    const out = returnedHeaders(headers, reply.getHeaders() as OutgoingHeaders)
     if (deps.isDraining()) out['connection'] = 'close'
     this.answered = true
     reply.raw.writeHead(statusCode, out)
@@ -81,6 +82,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   onResponseData(controller: DispatchController, chunk: Buffer): void {
     if (!this.reply.raw.write(chunk)) {
       controller.pause()
+      this.onDrain ??= (): void => this.controller?.resume()
       this.reply.raw.once('drain', this.onDrain)
     }
   }

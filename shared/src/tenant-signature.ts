@@ -64,20 +64,12 @@ export function contentDigest(body: Buffer | string | undefined): string {
 
 export const EMPTY_CONTENT_DIGEST = contentDigest('')
 
+/** The signed text: one field a line, in this order (header values cannot hold a newline). */
 function canonical(request: SignedRequest, timestamp: string, tenant: Tenant): string {
-  return [
-    'v2',
-    request.method.toUpperCase(),
-    request.pathWithQuery,
-    timestamp,
-    request.nonce,
-    request.audience,
-    request.contentDigest,
-    tenant.scope,
-    tenant.agencyId,
-    tenant.subAccountId ?? '',
-    tenant.keyId,
-  ].join('\n')
+  return (
+    `v2\n${request.method.toUpperCase()}\n${request.pathWithQuery}\n${timestamp}\n${request.nonce}\n${request.audience}\n${request.contentDigest}\n` +
+    `${tenant.scope}\n${tenant.agencyId}\n${tenant.subAccountId ?? ''}\n${tenant.keyId}`
+  )
 }
 
 function mac(secret: SigningSecret, data: string): Buffer {

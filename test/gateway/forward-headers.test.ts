@@ -56,6 +56,12 @@ t.test('upstream: credentials, tenant claims, hop-by-hop and gateway-set headers
       false,
       {},
     ],
+    [
+      'names listed by Connection headers, wherever they stand and however many there are',
+      raw('X-Secret', 's', 'Connection', 'X-SECRET', 'Accept', 'a', 'connection', 'x-other ,  close', 'X-Other', 'o'),
+      false,
+      { accept: 'a' },
+    ],
     ['cookies to an API route', raw('Cookie', 'a=1', 'Cookie', 'b=2'), false, {}],
     ['cookies to a console route, repeated headers kept in order', raw('Cookie', 'a=1', 'Cookie', 'b=2'), true, { cookie: ['a=1', 'b=2'] }],
   ]
@@ -77,5 +83,15 @@ t.test('downstream: hop-by-hop headers and the gateway’s own are dropped; the 
       absent: undefined,
     }),
     { 'content-type': 'application/json', 'set-cookie': ['a=1', 'b=2'], etag: '"1"' },
+  )
+})
+
+t.test('downstream: the gateway’s own headers (HSTS, x-request-id, rate limits) are set over the backend’s', async (t) => {
+  t.same(
+    returnedHeaders(
+      { 'content-type': 'application/json', ratelimit: 'forged', 'x-request-id': 'upstream', connection: 'keep-alive' },
+      { 'strict-transport-security': 'max-age=63072000', 'x-request-id': 'r-1', ratelimit: '"key";r=1;t=1' },
+    ),
+    { 'content-type': 'application/json', ratelimit: '"key";r=1;t=1', 'strict-transport-security': 'max-age=63072000', 'x-request-id': 'r-1' },
   )
 })
