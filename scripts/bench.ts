@@ -7,9 +7,11 @@
  *    statement and 2 000 lookups of unknown keys straight through pg;
  * 2. rounds.ts: warm-key throughput and latency of every target, rounds
  *    interleaved, with CPU per request, RSS and (gateway) store round trips;
- * 3. cold-paths.ts: first use of keys held only by Redis, or only by Postgres;
- * 4. soak.ts: the gateway's RSS over BENCH_SOAK_SECONDS at full load;
- * 5. flood.ts: its RSS and negative cache under BENCH_FLOOD_KEYS unknown keys.
+ * 3. side-by-side.ts: CPU per request of the bare proxy, the no-check
+ *    forwarder and the gateway serving the same load at the same time;
+ * 4. cold-paths.ts: first use of keys held only by Redis, or only by Postgres;
+ * 5. soak.ts: the gateway's RSS over BENCH_SOAK_SECONDS at full load;
+ * 6. flood.ts: its RSS and negative cache under BENCH_FLOOD_KEYS unknown keys.
  *
  * Progress goes to stderr; the report (Markdown) to stdout, and the whole run
  * as JSON to bench-results/<ISO time>.json. The exit status is 0 whether or
@@ -39,8 +41,9 @@ import { freePort, startNode } from './bench/processes.js'
 import type { Settings } from './bench/report.js'
 import { buildReport, markdown, writeJson } from './bench/report.js'
 import { runRounds, warmUp } from './bench/rounds.js'
+import { sideBySide } from './bench/side-by-side.js'
 import { SOAK_WARM_UP_SECONDS, soak } from './bench/soak.js'
-import { BARE, GATEWAY } from './bench/summary.js'
+import { BARE, GATEWAY, NO_CHECKS } from './bench/summary.js'
 
 function whole(name: string, fallback: number, min: number): number {
   const text = process.env[name]?.trim()
@@ -61,6 +64,7 @@ function readSettings(): Settings {
     // (BENCH_FLOOD_KEYS=1000000) takes a quarter of an hour or more on a 2-core machine.
     floodKeys: whole('BENCH_FLOOD_KEYS', 120_000, 1),
     floodConnections: Math.max(100, 2 * connections),
+    sideWindows: whole('BENCH_SIDE_WINDOWS', 5, 1),
     coldKeys: COLD_KEYS,
   }
 }
@@ -91,7 +95,7 @@ async function main(): Promise<void> {
     const million = await millionKeys(db.url, tenant, settings.keys)
 
     const tls = await certificate(work)
-    const [upstreamPort, barePort, nginxPort] = [await freePort(), await freePort(), await freePort()]
+    const [upstreamPort, barePort, nginxPort, noChecksPort] = [await freePort(), await freePort(), await freePort(), await freePort()]
     const routesFile = join(work, 'routes.yaml')
     writeFileSync(routesFile, `routes:\n  - prefix: /v1/agents\n    scope: SUB-ACCOUNT\n    upstream: http://127.0.0.1:${upstreamPort}\n`)
     const upstream = await startNode('upstream', 'scripts/bench/upstream.ts', [String(upstreamPort)], {}, /upstream ready/)
@@ -104,6 +108,14 @@ async function main(): Promise<void> {
       /bare proxy ready/,
     )
     running.push(bare)
+    const noChecks = await startNode(
+      NO_CHECKS,
+      'scripts/bench/no-check-forwarder.ts',
+      [String(noChecksPort), String(upstreamPort), tls.certFile, tls.keyFile],
+      {},
+      /no-check forwarder ready/,
+    )
+    running.push(noChecks)
     const setup: GatewaySetup = {
       databaseUrl: db.url,
       redisUrl,
@@ -124,10 +136,9 @@ async function main(): Promise<void> {
       pid: gateway.pid,
       metricsUrl: gateway.metricsUrl,
     }
-    const targets: Target[] = [
-      { name: 'upstream alone', origin: `http://127.0.0.1:${upstreamPort}`, headers: {}, pid: upstream.pid },
-      { name: BARE, origin: `https://127.0.0.1:${barePort}`, headers: {}, pid: bare.pid },
-    ]
+    const bareTarget: Target = { name: BARE, origin: `https://127.0.0.1:${barePort}`, headers: {}, pid: bare.pid }
+    const noChecksTarget: Target = { name: NO_CHECKS, origin: `https://127.0.0.1:${noChecksPort}`, headers: {}, pid: noChecks.pid }
+    const targets: Target[] = [{ name: 'upstream alone', origin: `http://127.0.0.1:${upstreamPort}`, headers: {}, pid: upstream.pid }, bareTarget]
     const nginxBinary = findNginx()
     if (nginxBinary === null) notes.push('nginx is not installed (apt-get install -y nginx): its row is skipped.')
     else {
@@ -140,7 +151,7 @@ async function main(): Promise<void> {
         targets.push({ name: 'nginx', origin: `https://127.0.0.1:${nginxPort}`, headers: {}, pid: nginx.pid })
       }
     }
-    targets.push(gatewayTarget)
+    targets.push(noChecksTarget, gatewayTarget)
 
     progress(`warming up ${targets.map((t) => t.name).join(', ')}`)
     await warmUp(targets, Math.min(2, settings.seconds), settings.connections)
@@ -150,6 +161,9 @@ async function main(): Promise<void> {
         `round ${sample.round} ${sample.target.padEnd(14)} ${sample.load.perSecond.toFixed(0).padStart(6)} req/s  p99 ${sample.load.p99Ms.toFixed(2)} ms  ${JSON.stringify(sample.load.statuses)}`,
       ),
     )
+
+    progress(`side by side: ${settings.sideWindows} windows of the same load on ${BARE}, ${NO_CHECKS} and ${GATEWAY} at once`)
+    const side = await sideBySide([bareTarget, noChecksTarget, gatewayTarget], settings.sideWindows, progress)
 
     progress(`cold paths: ${COLD_KEYS} Redis-only keys (warmed by a second replica) and ${COLD_KEYS} Postgres-only keys`)
     const cold = await coldPaths(pool, tenant, gatewayTarget, () => startGateway('warming replica', setup))
@@ -167,6 +181,7 @@ async function main(): Promise<void> {
       settings,
       notes,
       rounds,
+      side,
       million,
       cold,
       soak: soaked,

@@ -12,10 +12,11 @@ import { LOOKUP_P99_TARGET_MS, WARM_UP_LOOKUPS } from './million-keys.js'
 import type { Machine } from './proc-stats.js'
 import { root } from './processes.js'
 import type { RoundSample } from './rounds.js'
+import type { SideBySide } from './side-by-side.js'
 import type { Soak } from './soak.js'
 import { SOAK_GROWTH_TARGET } from './soak.js'
 import type { Check, TargetSummary } from './summary.js'
-import { non200, summarize, warmChecks } from './summary.js'
+import { BARE, GATEWAY, NO_CHECKS, non200, summarize, warmChecks } from './summary.js'
 
 export interface Settings {
   rounds: number
@@ -26,6 +27,7 @@ export interface Settings {
   floodKeys: number
   floodConnections: number
   coldKeys: number
+  sideWindows: number
 }
 
 export interface Run {
@@ -35,6 +37,7 @@ export interface Run {
   settings: Settings
   notes: string[]
   rounds: RoundSample[]
+  side: SideBySide
   million: MillionKeys
   cold: ColdPaths
   soak: Soak
@@ -63,9 +66,15 @@ function table(header: string[], rows: string[][]): string {
 }
 
 export function buildReport(run: Run): Report {
-  const { million, soak, flood } = run
+  const { million, soak, flood, side } = run
   const checks: Check[] = [
     ...warmChecks(run.rounds),
+    {
+      name: 'gateway / bare proxy CPU per request, side by side',
+      value: `${side.medians[GATEWAY]!.ratio.toFixed(2)} ×`,
+      target: 'reported (the throughput target needs about ≤ 1.0 ×)',
+      met: null,
+    },
     {
       name: `unknown-key lookup p99, ${whole(million.rows)} keys in Postgres`,
       value: `${ms(million.latency.p99Ms)} ms`,
@@ -100,7 +109,8 @@ export function markdown(report: Report, jsonFile: string): string {
     `Machine: ${m.cpuModel}, ${m.cores} cores, ${whole(m.memoryMiB)} MiB, Node ${m.node}, Linux ${m.kernel}; load average at start ${m.loadAverage.join(' ')}.`,
   )
   out.push(
-    `Warm key: GET /v1/agents, ${s.rounds} rounds × ${s.seconds} s per target, interleaved; ${s.connections} keep-alive connections, closed loop, from a generator process of its own.`,
+    `Warm key: GET /v1/agents, ${s.rounds} rounds × ${s.seconds} s per target, interleaved, the bare proxy and the gateway always one right after the other; ` +
+      `${s.connections} keep-alive connections, closed loop, from a generator process of its own.`,
   )
   for (const note of report.notes) out.push(`Note: ${note}`)
   out.push('', '## Warm key, per round', '')
@@ -147,6 +157,40 @@ export function markdown(report: Report, jsonFile: string): string {
       report.checks.map((c) => [c.name, c.value, c.target, mark(c.met)]),
     ),
   )
+  const { side } = report
+  out.push('', '## CPU per request, side by side', '')
+  out.push(
+    `${side.windows.length} windows of ${side.seconds} s: ${side.connections} closed loops, each sending one request to every target below at the same moment, ` +
+      `so they share every moment of the machine. CPU of each process over a window ÷ the requests it served; ` +
+      `the ratio to the ${side.base} is taken window by window, then the median.`,
+    '',
+  )
+  out.push(
+    table(
+      ['target', ...side.windows.map((_, i) => `window ${i + 1} µs/req`), 'median µs/req', `÷ ${side.base}`],
+      Object.entries(side.medians).map(([name, m]) => [
+        name,
+        ...side.windows.map((w) => (w.cpuUsPerRequest[name] ?? 0).toFixed(0)),
+        m.cpuUsPerRequest.toFixed(0),
+        `${m.ratio.toFixed(2)} ×`,
+      ]),
+    ),
+  )
+  const bare = side.medians[BARE]
+  const noChecks = side.medians[NO_CHECKS]
+  const gateway = side.medians[GATEWAY]
+  if (bare !== undefined && noChecks !== undefined && gateway !== undefined) {
+    out.push(
+      '',
+      `The transport alone (${NO_CHECKS}) costs ${noChecks.ratio.toFixed(2)} × the ${BARE}'s CPU per request; the gateway's checks add ${(gateway.ratio - noChecks.ratio).toFixed(2)} × on top of it.`,
+    )
+  }
+  const sideStatuses = side.windows.flatMap((w) =>
+    Object.entries(w.statuses)
+      .filter(([, counts]) => non200(counts) > 0)
+      .map(([name, counts]) => `${name}: ${statuses(counts)}`),
+  )
+  if (sideStatuses.length > 0) out.push('', `Answers other than 200: ${sideStatuses.join('; ')}`)
   out.push('', `## Cold paths: first use of a key, one request at a time, ${s.coldKeys} keys each`, '')
   out.push(
     table(

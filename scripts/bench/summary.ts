@@ -8,6 +8,7 @@ import { median } from './stats.js'
 
 export const GATEWAY = 'gateway'
 export const BARE = 'bare proxy'
+export const NO_CHECKS = 'forwarder, no checks'
 
 export interface TargetSummary {
   target: string

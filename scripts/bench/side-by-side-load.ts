@@ -1,0 +1,73 @@
+/**
+ * The side-by-side generator, a process of its own: `connections` closed
+ * loops, each sending one request to every target at the same moment and
+ * waiting for all the answers before the next round. So every target serves
+ * the same requests, at the same rate, in the same seconds of the machine:
+ * a slower moment of a shared machine slows them all alike, and their CPU per
+ * request can be compared directly. One untimed second first. Writes JSON
+ * lines: {"event":"running"}, {"event":"done"}, then {"event":"result",
+ * "result":{"rounds","seconds","statuses":[{…} per target]}}.
+ */
+import { Pool } from 'undici'
+
+export interface SideBySideSpec {
+  targets: Array<{ url: string; headers: Record<string, string> }>
+  connections: number
+  seconds: number
+}
+
+const spec = JSON.parse(process.argv[2] ?? '') as SideBySideSpec
+const pools = spec.targets.map(
+  (target) =>
+    new Pool(new URL(target.url).origin, {
+      connections: spec.connections,
+      pipelining: 1,
+      keepAliveTimeout: 120_000,
+      keepAliveMaxTimeout: 120_000,
+      connect: { rejectUnauthorized: false },
+    }),
+)
+const paths = spec.targets.map((target) => {
+  const url = new URL(target.url)
+  return `${url.pathname}${url.search}`
+})
+const statuses = spec.targets.map((): Record<string, number> => ({}))
+
+async function send(index: number): Promise<void> {
+  let status: string
+  try {
+    const response = await pools[index]!.request({ method: 'GET', path: paths[index]!, headers: spec.targets[index]!.headers })
+    await response.body.dump()
+    status = String(response.statusCode)
+  } catch {
+    status = 'error'
+  }
+  statuses[index]![status] = (statuses[index]![status] ?? 0) + 1
+}
+
+/** Closed loops for `seconds`; answers how many rounds (one request to every target) completed. */
+async function loops(seconds: number): Promise<number> {
+  const until = performance.now() + seconds * 1000
+  let rounds = 0
+  await Promise.all(
+    Array.from({ length: spec.connections }, async () => {
+      while (performance.now() < until) {
+        await Promise.all(spec.targets.map((_, index) => send(index)))
+        rounds++
+      }
+    }),
+  )
+  return rounds
+}
+
+const emit = (message: object): void => void process.stdout.write(`${JSON.stringify(message)}\n`)
+await loops(1)
+for (const counts of statuses) for (const status of Object.keys(counts)) delete counts[status]
+emit({ event: 'running' })
+const start = performance.now()
+const rounds = await loops(spec.seconds)
+const seconds = (performance.now() - start) / 1000
+emit({ event: 'done' })
+emit({ event: 'result', result: { rounds, seconds, statuses } })
+await Promise.all(pools.map((pool) => pool.close()))
+process.exit(0)
