@@ -6,6 +6,7 @@
  * every request, not a cache's lifetime, and nothing has to tell the
  * replicas when the instant comes.
  */
+import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import type { Test } from 'tap'
 import type { HttpsClient } from '../helpers/https.js'
@@ -34,8 +35,6 @@ const subId = String(sub['id'])
 async function onBoth(key: string): Promise<Array<{ status: number; json: unknown }>> {
   return Promise.all(replicas.map((client) => client.request('/v1/agents', { headers: { authorization: `Bearer ${key}` } })))
 }
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)))
 
 /** Uses the key on both replicas until shortly before `instant` (200 each time), then right after it (401 on both). */
 async function acrossTheInstant(t: Test, key: string, instant: number): Promise<void> {

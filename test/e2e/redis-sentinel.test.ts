@@ -11,6 +11,7 @@
  * gets 401, and the gateway heard it through Redis (the fast path), as it
  * does for a sub-account deleted through agency-service.
  */
+import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import type { Test } from 'tap'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
@@ -22,8 +23,6 @@ import { httpsClient } from '../helpers/https.js'
 import { runCtl } from '../helpers/processes.js'
 import { startSentinelDeployment } from '../helpers/redis-sentinel.js'
 import { startStack } from '../helpers/stack.js'
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
 t.test('failovers of the Redis primary under load', async (t) => {
   const sentinel = await startSentinelDeployment(t)

@@ -3,6 +3,7 @@
  * `ctl` as a process with its duration, requests through one replica, and
  * the replica registry as revokers see it.
  */
+import { setTimeout as sleep } from 'node:timers/promises'
 import { performance } from 'node:perf_hooks'
 import type { Pool } from '@scoped/shared/db'
 import { errorCatalog } from '@scoped/shared/errors'
@@ -91,7 +92,7 @@ export function signal(pid: number, name: NodeJS.Signals): void {
   }
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+export { sleep }
 
 /** The replica registry: id, when each was last seen (ms since the epoch, Postgres clock). */
 export async function registry(pool: Pool): Promise<{ id: string; seenAt: number }[]> {

@@ -9,6 +9,7 @@
  * entry is believed only while this replica is current with the invalidation
  * log; SET NX against the revoker's marker; and the Redis listener.
  */
+import { setTimeout as sleep } from 'node:timers/promises'
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import type { Test } from 'tap'
@@ -59,7 +60,6 @@ const activeState = (keyId: string = randomUUID()): KeyState => ({
   status: 'active',
   tenant: { scope: 'SUB-ACCOUNT', agencyId: tenants.agencyId, subAccountId: tenants.subAccountId, keyId },
 })
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** Which layers a lookup reached, in order. */
 type Layer = 'redis' | 'postgres'
