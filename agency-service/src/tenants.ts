@@ -27,8 +27,23 @@ export interface NewUser {
   subAccountId?: unknown
 }
 
+export interface Agency {
+  id: string
+  name: string
+  createdAt: string
+}
+
 export class TenantStore {
   constructor(private readonly pool: Pool) {}
+
+  /** An agency by id, or undefined. */
+  async findAgency(agencyId: string): Promise<Agency | undefined> {
+    const { rows } = await this.pool.query<{ id: string; name: string; created_at: Date }>(`SELECT id, name, created_at FROM agencies WHERE id = $1`, [
+      agencyId,
+    ])
+    const row = rows[0]
+    return row === undefined ? undefined : { id: row.id, name: row.name, createdAt: row.created_at.toISOString() }
+  }
 
   async createAgency(name: unknown): Promise<{ id: string; name: string }> {
     const agencyName = requireName(name, 'name')
@@ -99,19 +114,4 @@ export class TenantStore {
       return { id: user.id, email }
     })
   }
-}
-
-/**
- * Transitional, for the two callers that could not move in the same change
- * (test/gateway/fixture.ts and test/gateway/key-verifier.test.ts): delete
- * these once they call TenantStore.
- * @deprecated Use `new TenantStore(pool).createAgency(name)`.
- */
-export function createAgency(pool: Pool, name: unknown): Promise<{ id: string; name: string }> {
-  return new TenantStore(pool).createAgency(name)
-}
-
-/** @deprecated Use `new TenantStore(pool).createSubAccount(agencyId, name)`; see createAgency. */
-export function createSubAccount(pool: Pool, agencyId: unknown, name: unknown): Promise<{ id: string; agencyId: string; name: string }> {
-  return new TenantStore(pool).createSubAccount(agencyId, name)
 }

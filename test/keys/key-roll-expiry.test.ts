@@ -7,7 +7,7 @@
 import t from 'tap'
 import { ACTIVE_KEY_LIMIT, KeyService } from '@scoped/agency-service/keys/key-service'
 import type { KeyOwner } from '@scoped/agency-service/keys/key-service'
-import { listAuditEvents } from '@scoped/agency-service/audit/audit-log'
+import { AuditLog } from '@scoped/agency-service/audit/audit-log'
 import { keyActor, userActor } from '@scoped/agency-service/audit/actor'
 import { SubAccountStore } from '@scoped/agency-service/routes/sub-account-store'
 import { KeyRevocationNotifier } from '@scoped/shared/key-invalidation'
@@ -253,7 +253,7 @@ t.test('the audit trail: every key and sub-account event with who and from where
   const pending = await store.delete(tenants.agencyId, sub.id, keyActor('00000000-0000-4000-8000-00000000000b', '2001:db8::1'))
   await keys.invalidate(pending!, 'deleted')
 
-  const page = await listAuditEvents(db.pool, { agencyId: tenants.agencyId }, {}, { limit: 100 })
+  const page = await new AuditLog(db.pool).list({ agencyId: tenants.agencyId }, {}, { limit: 100 })
   const trail = page.data.map((event) => [event.type, event.keyId ?? event.subAccountId, event.actor.kind, event.actor.id, event.clientAddress])
   t.same(trail.reverse(), [
     ['sub-account.created', tenants.subAccountId, 'cli', 'system', null],
@@ -269,13 +269,13 @@ t.test('the audit trail: every key and sub-account event with who and from where
     ['key.deleted', doomedKey.id, 'key', '00000000-0000-4000-8000-00000000000b', '2001:db8::1'],
     ['sub-account.deleted', sub.id, 'key', '00000000-0000-4000-8000-00000000000b', '2001:db8::1'],
   ])
-  const subOnly = await listAuditEvents(db.pool, { subAccountId: tenants.subAccountId }, {}, { limit: 100 })
+  const subOnly = await new AuditLog(db.pool).list({ subAccountId: tenants.subAccountId }, {}, { limit: 100 })
   t.ok(
     subOnly.data.every((event) => event.subAccountId === tenants.subAccountId),
     'a sub-account’s trail is its own',
   )
-  t.equal((await listAuditEvents(db.pool, { agencyId: tenants.agencyId }, { type: 'key.rolled' }, { limit: 100 })).data.length, 1)
-  t.equal((await listAuditEvents(db.pool, { agencyId: tenants.agencyId }, { keyId: created.id }, { limit: 100 })).data.length, 3)
+  t.equal((await new AuditLog(db.pool).list({ agencyId: tenants.agencyId }, { type: 'key.rolled' }, { limit: 100 })).data.length, 1)
+  t.equal((await new AuditLog(db.pool).list({ agencyId: tenants.agencyId }, { keyId: created.id }, { limit: 100 })).data.length, 3)
 
   const dump = JSON.stringify((await db.pool.query(`SELECT * FROM audit_events`)).rows)
   for (const key of [created, rolled, doomedKey]) {
@@ -301,8 +301,7 @@ t.test('the audit trail pages newest first, with a cursor, and filters by time',
   const seen: string[] = []
   let cursor: string | undefined
   do {
-    const page = await listAuditEvents(
-      db.pool,
+    const page = await new AuditLog(db.pool).list(
       { agencyId: tenants.agencyId },
       { type: 'key.created' },
       { limit: 3, ...(cursor === undefined ? {} : { cursor }) },
@@ -314,8 +313,8 @@ t.test('the audit trail pages newest first, with a cursor, and filters by time',
   t.equal(seen.length, 7, 'every event once')
   t.same(seen, [...seen].sort().reverse(), 'newest first')
   const middle = new Date(seen[3]!)
-  const since = await listAuditEvents(db.pool, { agencyId: tenants.agencyId }, { type: 'key.created', since: middle }, { limit: 100 })
-  const until = await listAuditEvents(db.pool, { agencyId: tenants.agencyId }, { type: 'key.created', until: middle }, { limit: 100 })
+  const since = await new AuditLog(db.pool).list({ agencyId: tenants.agencyId }, { type: 'key.created', since: middle }, { limit: 100 })
+  const until = await new AuditLog(db.pool).list({ agencyId: tenants.agencyId }, { type: 'key.created', until: middle }, { limit: 100 })
   t.equal(since.data.length + until.data.length, 7, 'since is inclusive, until exclusive')
 })
 

@@ -11,6 +11,7 @@
  * GET /v1/agency/audit-events and the console's settings pages.
  */
 import type { Pool, PoolClient } from '@scoped/shared/db'
+import { isUuid } from '@scoped/shared/db'
 import { normalizeAddress } from '@scoped/shared/ip-address'
 import type { ListQuery, Page } from '@scoped/shared/pagination'
 import { listPage } from '@scoped/shared/pagination'
@@ -148,20 +149,56 @@ export async function recordAuditEvent(client: PoolClient, event: NewAuditEvent)
   )
 }
 
-/** One page of a trail, newest first, filtered. */
-export async function listAuditEvents(pool: Pool, owner: AuditOwner, filters: AuditFilters, query: ListQuery): Promise<Page<AuditRecord>> {
-  const where: string[] = []
-  const values: unknown[] = []
-  const add = (sql: (parameter: string) => string, value: unknown): void => {
-    values.push(value)
-    where.push(sql(`$${values.length}`))
+/** The audit trail, read over the pool (events are written inside their own transactions: recordAuditEvent). */
+export class AuditLog {
+  constructor(private readonly pool: Pool) {}
+
+  /** One page of a trail, newest first, filtered. */
+  async list(owner: AuditOwner, filters: AuditFilters, query: ListQuery): Promise<Page<AuditRecord>> {
+    const where: string[] = []
+    const values: unknown[] = []
+    const add = (sql: (parameter: string) => string, value: unknown): void => {
+      values.push(value)
+      where.push(sql(`$${values.length}`))
+    }
+    if ('agencyId' in owner) add((p) => `agency_id = ${p}`, owner.agencyId)
+    else add((p) => `sub_account_id = ${p}`, owner.subAccountId)
+    if (filters.type !== undefined) add((p) => `type = ${p}`, filters.type)
+    if (filters.keyId !== undefined) add((p) => `key_id = ${p}`, filters.keyId)
+    if (filters.subAccountId !== undefined) add((p) => `sub_account_id = ${p}`, filters.subAccountId)
+    if (filters.since !== undefined) add((p) => `at >= ${p}`, filters.since)
+    if (filters.until !== undefined) add((p) => `at < ${p}`, filters.until)
+    return listPage(this.pool, { table: 'audit_events', columns: COLUMNS, where, values, timeColumn: 'at', order: 'desc', query, toItem: toRecord })
   }
-  if ('agencyId' in owner) add((p) => `agency_id = ${p}`, owner.agencyId)
-  else add((p) => `sub_account_id = ${p}`, owner.subAccountId)
-  if (filters.type !== undefined) add((p) => `type = ${p}`, filters.type)
-  if (filters.keyId !== undefined) add((p) => `key_id = ${p}`, filters.keyId)
-  if (filters.subAccountId !== undefined) add((p) => `sub_account_id = ${p}`, filters.subAccountId)
-  if (filters.since !== undefined) add((p) => `at >= ${p}`, filters.since)
-  if (filters.until !== undefined) add((p) => `at < ${p}`, filters.until)
-  return listPage(pool, { table: 'audit_events', columns: COLUMNS, where, values, timeColumn: 'at', order: 'desc', query, toItem: toRecord })
+
+  /**
+   * Names for the ids a page of events mentions (a user's email, a key's or a
+   * sub-account's name), only within the agency: users who belong to it, its
+   * keys, its sub-accounts. A deleted key or sub-account has no name any more.
+   */
+  async names(records: ReadonlyArray<Pick<AuditRecord, 'actor' | 'keyId' | 'subAccountId'>>, agencyId: string): Promise<AuditNames> {
+    const userIds = [...new Set(records.filter((r) => r.actor.kind === 'user' && isUuid(r.actor.id)).map((r) => r.actor.id))]
+    const keyIds = [...new Set(records.flatMap((r) => [r.keyId, r.actor.kind === 'key' ? r.actor.id : null]).filter((id): id is string => isUuid(id)))]
+    const subIds = [...new Set(records.map((r) => r.subAccountId).filter((id): id is string => id !== null))]
+    const [users, keys, subs] = await Promise.all([
+      this.pool.query<{ id: string; email: string }>(
+        `SELECT u.id, u.email FROM users u JOIN agency_memberships m ON m.user_id = u.id AND m.agency_id = $2 WHERE u.id = ANY($1::uuid[])`,
+        [userIds, agencyId],
+      ),
+      this.pool.query<{ id: string; name: string }>(`SELECT id, name FROM api_keys WHERE id = ANY($1::uuid[]) AND agency_id = $2`, [keyIds, agencyId]),
+      this.pool.query<{ id: string; name: string }>(`SELECT id, name FROM sub_accounts WHERE id = ANY($1::uuid[]) AND agency_id = $2`, [subIds, agencyId]),
+    ])
+    return {
+      users: new Map(users.rows.map((row) => [row.id, row.email])),
+      keys: new Map(keys.rows.map((row) => [row.id, row.name])),
+      subAccounts: new Map(subs.rows.map((row) => [row.id, row.name])),
+    }
+  }
+}
+
+/** Names for the ids an event mentions, looked up for a page of the trail. */
+export interface AuditNames {
+  users: ReadonlyMap<string, string>
+  keys: ReadonlyMap<string, string>
+  subAccounts: ReadonlyMap<string, string>
 }

@@ -6,12 +6,10 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Pool } from '@scoped/shared/db'
-import { isUuid } from '@scoped/shared/db'
 import type { AuditEventType, AuditOwner } from '../audit/audit-log.js'
-import { auditEventTypes, listAuditEvents } from '../audit/audit-log.js'
+import { AuditLog, auditEventTypes } from '../audit/audit-log.js'
 import type { KeyArea } from './access.js'
 import { agencyKeyArea, requireAuditReader, subAccountKeyArea } from './access.js'
-import type { AuditNames } from './audit-views.js'
 import { auditPage } from './audit-views.js'
 import { sessionOf } from './authenticate.js'
 import { sendPage } from './error-page.js'
@@ -27,32 +25,9 @@ function queryValue(query: unknown, name: string): string | undefined {
   return typeof value === 'string' && value !== '' ? value : undefined
 }
 
-async function namesFor(
-  pool: Pool,
-  records: ReadonlyArray<{ actor: { kind: string; id: string }; keyId: string | null; subAccountId: string | null }>,
-  agencyId: string,
-): Promise<AuditNames> {
-  const userIds = [...new Set(records.filter((r) => r.actor.kind === 'user' && isUuid(r.actor.id)).map((r) => r.actor.id))]
-  const keyIds = [...new Set(records.flatMap((r) => [r.keyId, r.actor.kind === 'key' ? r.actor.id : null]).filter((id): id is string => isUuid(id)))]
-  const subIds = [...new Set(records.map((r) => r.subAccountId).filter((id): id is string => id !== null))]
-  // Only names within this agency: users who belong to it, its keys, its sub-accounts.
-  const [users, keys, subs] = await Promise.all([
-    pool.query<{ id: string; email: string }>(
-      `SELECT u.id, u.email FROM users u JOIN agency_memberships m ON m.user_id = u.id AND m.agency_id = $2 WHERE u.id = ANY($1::uuid[])`,
-      [userIds, agencyId],
-    ),
-    pool.query<{ id: string; name: string }>(`SELECT id, name FROM api_keys WHERE id = ANY($1::uuid[]) AND agency_id = $2`, [keyIds, agencyId]),
-    pool.query<{ id: string; name: string }>(`SELECT id, name FROM sub_accounts WHERE id = ANY($1::uuid[]) AND agency_id = $2`, [subIds, agencyId]),
-  ])
-  return {
-    users: new Map(users.rows.map((row) => [row.id, row.email])),
-    keys: new Map(keys.rows.map((row) => [row.id, row.name])),
-    subAccounts: new Map(subs.rows.map((row) => [row.id, row.name])),
-  }
-}
-
 export async function auditRoutes(app: FastifyInstance, options: { pool: Pool; paths: ConsolePaths }): Promise<void> {
   const { pool, paths } = options
+  const auditLog = new AuditLog(pool)
   const kinds: ReadonlyArray<{ path: string; resolve: typeof agencyKeyArea; owner: (area: KeyArea) => AuditOwner }> = [
     { path: consoleRoutes.agencyAudit, resolve: agencyKeyArea, owner: (area) => ({ agencyId: area.agency.id }) },
     { path: consoleRoutes.subAccountAudit, resolve: subAccountKeyArea, owner: (area) => ({ subAccountId: area.subAccount!.id }) },
@@ -65,7 +40,7 @@ export async function auditRoutes(app: FastifyInstance, options: { pool: Pool; p
       const typeText = queryValue(request.query, 'type')
       const type = auditEventTypes.find((known) => known === typeText) as AuditEventType | undefined
       const cursor = queryValue(request.query, 'cursor')
-      const page = await listAuditEvents(pool, kind.owner(area), type === undefined ? {} : { type }, {
+      const page = await auditLog.list(kind.owner(area), type === undefined ? {} : { type }, {
         limit: PAGE_SIZE,
         ...(cursor === undefined ? {} : { cursor }),
       })
@@ -73,7 +48,7 @@ export async function auditRoutes(app: FastifyInstance, options: { pool: Pool; p
         page.pagination.nextCursor === null
           ? undefined
           : `${area.auditPath}?${new URLSearchParams({ ...(type === undefined ? {} : { type }), cursor: page.pagination.nextCursor }).toString()}`
-      const names = await namesFor(pool, page.data, area.agency.id)
+      const names = await auditLog.names(page.data, area.agency.id)
       return sendPage(reply, 200, auditPage({ paths, session, area, events: page.data, names, type, olderHref }))
     })
   }

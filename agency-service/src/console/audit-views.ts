@@ -1,5 +1,5 @@
 /** The audit trail page of agency settings (the agency's events and its sub-accounts') and of sub-account settings (its own). */
-import type { AuditEventType, AuditRecord } from '../audit/audit-log.js'
+import type { AuditEventType, AuditNames, AuditRecord } from '../audit/audit-log.js'
 import { auditEventTypes } from '../audit/audit-log.js'
 import type { KeyArea } from './access.js'
 import type { SafeHtml } from './html.js'
@@ -23,13 +23,6 @@ const typeNames: Record<AuditEventType, string> = {
   'user.signed-in': 'Signed in',
   'user.sign-in-refused': 'Sign-in refused',
   'membership.removed': 'Membership removed',
-}
-
-/** Names for the ids an event mentions, looked up for the page (a deleted key or sub-account keeps its id). */
-export interface AuditNames {
-  users: ReadonlyMap<string, string>
-  keys: ReadonlyMap<string, string>
-  subAccounts: ReadonlyMap<string, string>
 }
 
 function actorCell(event: AuditRecord, names: AuditNames): SafeHtml {

@@ -21,7 +21,7 @@ import { ApiError } from '@scoped/shared/errors'
 import { uuidOrNotFound } from '@scoped/shared/validation'
 import { userActor } from '../audit/actor.js'
 import type { AgencyMember } from '../users/members.js'
-import { findAgencyMember, listAgencyMembers } from '../users/members.js'
+import { MemberStore } from '../users/members.js'
 import { MembershipService } from '../users/memberships.js'
 import { SHARED_ACCOUNT_MESSAGE, UserService } from '../users/user-service.js'
 import type { KeyArea } from './access.js'
@@ -52,6 +52,7 @@ export async function memberRoutes(app: FastifyInstance, options: { pool: Pool; 
   const { pool, paths } = options
   const users = new UserService(pool)
   const memberships = new MembershipService(pool)
+  const members = new MemberStore(pool)
   const base = consoleRoutes.agencyMembers
 
   /** The agency's members area, for an owner of it (403 for its other members, 404 for everyone else). */
@@ -63,7 +64,7 @@ export async function memberRoutes(app: FastifyInstance, options: { pool: Pool; 
   /** A member of the agency other than the signed-in owner. */
   async function otherMember(request: FastifyRequest<{ Params: MemberParams }>, area: KeyArea): Promise<AgencyMember> {
     const userId = uuidOrNotFound(request.params.userId, () => new ApiError('userNotFound'))
-    const member = await findAgencyMember(pool, area.agency.id, userId)
+    const member = await members.find(area.agency.id, userId)
     if (member === undefined) throw new ApiError('userNotFound')
     if (member.id === sessionOf(request).userId) {
       throw new ApiError('forbidden', 'You cannot remove or disable your own account here: ask another owner of the agency, or an operator')
@@ -80,8 +81,8 @@ export async function memberRoutes(app: FastifyInstance, options: { pool: Pool; 
 
   app.get<{ Params: TenantParams }>(base, async (request, reply) => {
     const { area, membersPath } = await managed(request)
-    const members = await listAgencyMembers(pool, area.agency.id)
-    return sendPage(reply, 200, membersPage({ paths, session: sessionOf(request), area, membersPath, members, notice: noticeOf(request.query) }))
+    const list = await members.list(area.agency.id)
+    return sendPage(reply, 200, membersPage({ paths, session: sessionOf(request), area, membersPath, members: list, notice: noticeOf(request.query) }))
   })
 
   const confirm = async (request: FastifyRequest<{ Params: MemberParams }>, action: (member: AgencyMember) => MemberAction): Promise<string> => {

@@ -4,12 +4,7 @@ import { idSchema, itemResponse, timestampSchema } from '@scoped/shared/api-docu
 import { NO_QUERY_SCHEMA } from '@scoped/shared/backend-server'
 import type { Pool } from '@scoped/shared/db'
 import { ApiError } from '@scoped/shared/errors'
-
-export interface Agency {
-  id: string
-  name: string
-  createdAt: string
-}
+import { TenantStore } from '../tenants.js'
 
 /** The item's schema: the answer is serialized with it. */
 const agencySchema = {
@@ -20,13 +15,10 @@ const agencySchema = {
 }
 
 export async function agencyRoutes(app: FastifyInstance, options: { pool: Pool }): Promise<void> {
+  const tenants = new TenantStore(options.pool)
   app.get('/agency', { schema: { querystring: NO_QUERY_SCHEMA, response: { 200: itemResponse(agencySchema, "The key's agency") } } }, async (request) => {
-    const { rows } = await options.pool.query<{ id: string; name: string; created_at: Date }>(`SELECT id, name, created_at FROM agencies WHERE id = $1`, [
-      request.tenant.agencyId,
-    ])
-    const row = rows[0]
-    if (row === undefined) throw new ApiError('agencyNotFound')
-    const agency: Agency = { id: row.id, name: row.name, createdAt: row.created_at.toISOString() }
+    const agency = await tenants.findAgency(request.tenant.agencyId)
+    if (agency === undefined) throw new ApiError('agencyNotFound')
     return { success: true, data: agency }
   })
 }

@@ -15,7 +15,7 @@ import { ApiError } from '@scoped/shared/errors'
 import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, readLimitAsNumber } from '@scoped/shared/pagination'
 import { requireIsoTime, requireUuid } from '@scoped/shared/validation'
 import type { AuditEventType, AuditFilters } from '../audit/audit-log.js'
-import { auditEventTypes, listAuditEvents, toAuditEvent } from '../audit/audit-log.js'
+import { AuditLog, auditEventTypes, toAuditEvent } from '../audit/audit-log.js'
 
 interface AuditQuery {
   limit: number
@@ -66,6 +66,7 @@ const itemSchema = {
 }
 
 export async function auditEventRoutes(app: FastifyInstance, options: { pool: Pool }): Promise<void> {
+  const auditLog = new AuditLog(options.pool)
   app.get<{ Querystring: AuditQuery }>(
     '/agency/audit-events',
     {
@@ -83,7 +84,7 @@ export async function auditEventRoutes(app: FastifyInstance, options: { pool: Po
       if (filters.since !== undefined && filters.until !== undefined && filters.since >= filters.until) {
         throw new ApiError('badRequest', 'querystring.since must be before querystring.until')
       }
-      const page = await listAuditEvents(options.pool, { agencyId: request.tenant.agencyId }, filters, {
+      const page = await auditLog.list({ agencyId: request.tenant.agencyId }, filters, {
         limit: query.limit,
         ...(query.cursor === undefined ? {} : { cursor: query.cursor }),
       })

@@ -42,15 +42,20 @@ function toMember(row: MemberRow): AgencyMember {
 
 const ROLE_ORDER = "CASE m.role WHEN 'owner' THEN 0 WHEN 'admin' THEN 1 ELSE 2 END"
 
-/** Every member of the agency: owners first, then admins, then members, each by email. */
-export async function listAgencyMembers(pool: Pool, agencyId: string): Promise<AgencyMember[]> {
-  const { rows } = await pool.query<MemberRow>(`${MEMBERS_SQL} ORDER BY ${ROLE_ORDER}, u.email`, [agencyId])
-  return rows.map(toMember)
-}
+/** The agency's members, read over the pool (a store like MembershipService and UserService). */
+export class MemberStore {
+  constructor(private readonly pool: Pool) {}
 
-/** One member of the agency, or undefined when the user is not one (or does not exist). */
-export async function findAgencyMember(pool: Pool, agencyId: string, userId: string): Promise<AgencyMember | undefined> {
-  const { rows } = await pool.query<MemberRow>(`${MEMBERS_SQL} AND u.id = $2`, [agencyId, userId])
-  const row = rows[0]
-  return row === undefined ? undefined : toMember(row)
+  /** Every member of the agency: owners first, then admins, then members, each by email. */
+  async list(agencyId: string): Promise<AgencyMember[]> {
+    const { rows } = await this.pool.query<MemberRow>(`${MEMBERS_SQL} ORDER BY ${ROLE_ORDER}, u.email`, [agencyId])
+    return rows.map(toMember)
+  }
+
+  /** One member of the agency, or undefined when the user is not one (or does not exist). */
+  async find(agencyId: string, userId: string): Promise<AgencyMember | undefined> {
+    const { rows } = await this.pool.query<MemberRow>(`${MEMBERS_SQL} AND u.id = $2`, [agencyId, userId])
+    const row = rows[0]
+    return row === undefined ? undefined : toMember(row)
+  }
 }
