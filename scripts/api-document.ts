@@ -21,7 +21,6 @@
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import type { FastifyInstance } from 'fastify'
 import { buildAgencyApp } from '@scoped/agency-service/app'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
@@ -35,8 +34,8 @@ import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT } from '@scoped/shared/pagination'
 import { AGENCY_SERVICE_AUDIENCE, RESOURCE_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
 import type { RouteMap, ScopedRoute } from '@scoped/gateway/route-map'
 import { matchRoute, parseRouteMap } from '@scoped/gateway/route-map'
+import { projectRoot } from '../test/helpers/processes.js'
 
-export const projectRoot = fileURLToPath(new URL('..', import.meta.url))
 export const openApiFile = join(projectRoot, 'deploy', 'openapi.json')
 export const defaultRoutesFile = join(projectRoot, 'deploy', 'routes.yaml')
 

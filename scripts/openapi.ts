@@ -7,7 +7,8 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs'
 import { relative } from 'node:path'
-import { buildApiDocument, defaultRoutesFile, formatApiDocument, openApiFile, projectRoot } from './api-document.js'
+import { projectRoot } from '../test/helpers/processes.js'
+import { buildApiDocument, defaultRoutesFile, formatApiDocument, openApiFile } from './api-document.js'
 
 async function main(): Promise<number> {
   const check = process.argv.includes('--check')

@@ -8,16 +8,15 @@
 import { randomBytes } from 'node:crypto'
 import { createWriteStream, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { readDatabaseUrl, readPort, readRedisUrl, readSecret, runMain } from '@scoped/shared/config'
 import { migrate } from '@scoped/shared/migrate'
 import { startEmbeddedPostgres } from './embedded-postgres.js'
 import type { EmbeddedPostgres } from './embedded-postgres.js'
+import { projectRoot } from '../test/helpers/processes.js'
 import { spawnUntilReady } from '../test/helpers/spawn.js'
 import type { Spawned } from '../test/helpers/spawn.js'
 
-const root = fileURLToPath(new URL('..', import.meta.url))
-const dataRoot = join(root, '.data')
+const dataRoot = join(projectRoot, '.data')
 const logDir = join(dataRoot, 'logs')
 
 interface Service {
@@ -45,7 +44,7 @@ async function startService(service: Service, env: NodeJS.ProcessEnv): Promise<S
       command: process.execPath,
       args: [...process.execArgv, service.entry],
       env,
-      cwd: root,
+      cwd: projectRoot,
       ready: service.ready,
       timeoutMs: 60_000,
       keepOutput: 64 * 1024,

@@ -25,8 +25,7 @@ import type { RouteMap } from './route-map.js'
 import { parseRouteMap } from './route-map.js'
 import type { TlsFiles } from './tls.js'
 
-/** The project root, whatever the working directory (this file is gateway/src/config.ts or gateway/dist/config.js). */
-export const projectRoot = fileURLToPath(new URL('../../', import.meta.url))
+/** Paths from the project root, whatever the working directory (this file is gateway/src/config.ts or gateway/dist/config.js). */
 export const defaultRoutesFile = fileURLToPath(new URL('../../deploy/routes.yaml', import.meta.url))
 export const dataDir = fileURLToPath(new URL('../../.data/', import.meta.url))
 

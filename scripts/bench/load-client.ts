@@ -8,7 +8,8 @@
 import { spawn } from 'node:child_process'
 import { createInterface } from 'node:readline'
 import type { Latency } from './stats.js'
-import { root, track } from './processes.js'
+import { projectRoot } from '../../test/helpers/processes.js'
+import { track } from './processes.js'
 
 export interface LoadSpec {
   url: string
@@ -47,7 +48,10 @@ export interface LoadHooks {
 }
 
 export function runLoad(spec: LoadSpec, hooks: LoadHooks = {}): Promise<LoadResult> {
-  const child = spawn(process.execPath, [...process.execArgv, 'scripts/bench/load.ts', JSON.stringify(spec)], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [...process.execArgv, 'scripts/bench/load.ts', JSON.stringify(spec)], {
+    cwd: projectRoot,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   track(child)
   let stderr = ''
   child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4096)))

@@ -4,10 +4,8 @@
  * message, stopped by their own pid, and killed if the orchestrator exits.
  */
 import type { ChildProcess } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
+import { projectRoot } from '../../test/helpers/processes.js'
 import { spawnUntilReady } from '../../test/helpers/spawn.js'
-
-export const root = fileURLToPath(new URL('../../', import.meta.url))
 
 const children = new Set<ChildProcess>()
 process.on('exit', () => children.forEach((child) => child.kill('SIGKILL')))
@@ -38,7 +36,7 @@ export async function start(
   ready: RegExp | (() => Promise<boolean>),
   timeoutMs = 30_000,
 ): Promise<Started> {
-  const launched = spawnUntilReady({ name, command, args, env: { ...process.env, ...env }, cwd: root, ready, timeoutMs, keepOutput: 16_384 })
+  const launched = spawnUntilReady({ name, command, args, env: { ...process.env, ...env }, cwd: projectRoot, ready, timeoutMs, keepOutput: 16_384 })
   const spawned = await launched
   track(spawned.child)
   return {

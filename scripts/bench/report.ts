@@ -10,7 +10,7 @@ import { UNKNOWN_ENTRIES_BOUND } from './flood.js'
 import type { MillionKeys } from './million-keys.js'
 import { LOOKUP_P99_TARGET_MS, WARM_UP_LOOKUPS } from './million-keys.js'
 import type { Machine } from './proc-stats.js'
-import { root } from './processes.js'
+import { projectRoot } from '../../test/helpers/processes.js'
 import type { RoundSample } from './rounds.js'
 import type { SideBySide } from './side-by-side.js'
 import type { Soak } from './soak.js'
@@ -242,9 +242,9 @@ export function markdown(report: Report, jsonFile: string): string {
 
 /** Writes the report under bench-results/ and answers its path relative to the project root. */
 export function writeJson(report: Report): string {
-  const dir = join(root, 'bench-results')
+  const dir = join(projectRoot, 'bench-results')
   mkdirSync(dir, { recursive: true })
   const name = `bench-results/${report.startedAt}.json`
-  writeFileSync(join(root, name), `${JSON.stringify(report, null, 2)}\n`)
+  writeFileSync(join(projectRoot, name), `${JSON.stringify(report, null, 2)}\n`)
   return name
 }

@@ -14,7 +14,8 @@ import { createInterface } from 'node:readline'
 import type { Target } from './measure.js'
 import { PATH } from './measure.js'
 import { cpuMicros } from './proc-stats.js'
-import { root, track } from './processes.js'
+import { projectRoot } from '../../test/helpers/processes.js'
+import { track } from './processes.js'
 import { median } from './stats.js'
 
 export const SIDE_SECONDS = 3
@@ -42,7 +43,7 @@ export interface SideBySide {
 function window(targets: readonly Target[], seconds: number, connections: number): Promise<SideBySideWindow> {
   const spec = { targets: targets.map((target) => ({ url: `${target.origin}${PATH}`, headers: target.headers })), connections, seconds }
   const child = spawn(process.execPath, [...process.execArgv, 'scripts/bench/side-by-side-load.ts', JSON.stringify(spec)], {
-    cwd: root,
+    cwd: projectRoot,
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   track(child)

@@ -8,7 +8,8 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { parseRouteMap } from '@scoped/gateway/route-map'
-import { parseYamlDocument, projectRoot, readProjectFile } from './deploy-files.js'
+import { parseYamlDocument, readProjectFile } from './deploy-files.js'
+import { projectRoot } from '../helpers/processes.js'
 import { rawRoutes, routeShapes } from './route-files.js'
 
 interface ComposeService {

@@ -6,10 +6,9 @@
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { parseAllDocuments } from 'yaml'
+import { projectRoot } from '../helpers/processes.js'
 
-export const projectRoot = fileURLToPath(new URL('../../', import.meta.url))
 export const kubernetesDir = join(projectRoot, 'deploy', 'kubernetes')
 
 export function readProjectFile(relativePath: string): string {

@@ -8,7 +8,8 @@ import { existsSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { parseRouteMap } from '@scoped/gateway/route-map'
-import { isManifest, kubernetesDir, parseYamlDocument, parseYamlDocuments, projectRoot, readProjectFile, resolvePort, selects } from './deploy-files.js'
+import { isManifest, kubernetesDir, parseYamlDocument, parseYamlDocuments, readProjectFile, resolvePort, selects } from './deploy-files.js'
+import { projectRoot } from '../helpers/processes.js'
 import type {
   Container,
   Deployment,

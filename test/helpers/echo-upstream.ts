@@ -14,8 +14,8 @@
  * `x-echo-delay-ms` waits before answering, `x-echo-status` sets the status,
  * `x-echo-reset` drops the connection without answering.
  *
- * In process: `startEchoUpstream(t, secret)`. As a process (what the gateway
- * tests run): `node --import tsx test/helpers/echo-upstream.ts` with ECHO_PORT
+ * Run as a process (what the gateway tests do): `node --import tsx
+ * test/helpers/echo-upstream.ts` with ECHO_PORT
  * and TENANT_SIGNING_SECRET (and, if a test wants them, TENANT_SIGNING_SECRET_PREVIOUS or
  * an `<AUDIENCE>_SIGNING_SECRET`); it prints "echo upstream ready" once listening,
  * then "echo: <method> <url>" for every request that reaches it.
@@ -32,7 +32,6 @@ import type { Tenant } from '@scoped/shared/tenant-signature'
 import { AGENCY_SERVICE_AUDIENCE, contentDigest, DEFAULT_REPLAY_WINDOW_SECONDS, tenantHeaders, verifyTenantHeaders } from '@scoped/shared/tenant-signature'
 import type { TenantVerifierRefusal } from '@scoped/shared/tenant-verifier'
 import { NonceMemory } from '@scoped/shared/tenant-verifier'
-import type { Teardown } from './teardown.js'
 
 export interface Echo {
   method: string
@@ -118,21 +117,6 @@ export function createEchoUpstream(env: Env, onRequest: (line: string) => void =
       else send()
     })
   })
-}
-
-/** `secret` is the TENANT_SIGNING_SECRET the gateway under test was given. */
-export async function startEchoUpstream(t: Teardown, secret: string, port = 0): Promise<{ port: number; origin: string }> {
-  const server = createEchoUpstream({ TENANT_SIGNING_SECRET: secret })
-  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
-  t.teardown(
-    () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections()
-        server.close(() => resolve())
-      }),
-  )
-  const bound = (server.address() as AddressInfo).port
-  return { port: bound, origin: `http://127.0.0.1:${bound}` }
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {

@@ -24,9 +24,9 @@ import {
   mergeApiDocument,
   openApiFile,
   operationNames,
-  projectRoot,
   serviceDocuments,
 } from '../../scripts/api-document.js'
+import { projectRoot } from '../helpers/processes.js'
 
 type Json = Record<string, unknown>
 

@@ -21,7 +21,6 @@ import { isUuid } from '@scoped/shared/db'
 export const DEVICE_COOKIE = '__Secure-sak-console-device'
 /** How long a browser stays known without signing in again: a new cookie is issued at every sign-in. */
 export const DEVICE_MAX_AGE_SECONDS = 180 * 24 * 60 * 60
-export const DEVICE_SECRET_LABEL = 'console-device'
 
 export interface Device {
   userId: string

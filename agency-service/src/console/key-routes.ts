@@ -35,7 +35,6 @@ import type { CreateField, CreateFormState, KeyAction, Notice, RateLimitFormStat
 import { addressesPage, confirmPage, createdKeyPage, EXPIRY_PRESETS, GRACE_PRESETS, KEY_LIMIT_HINT, keysPage, rateLimitPage, rollPage } from './key-views.js'
 import type { ConsolePaths } from './paths.js'
 import { consoleRoutes } from './paths.js'
-import type { ConsoleSession } from './sessions.js'
 
 export interface KeyRoutesOptions {
   pool: Pool
@@ -56,11 +55,6 @@ const areaKinds: readonly AreaKind[] = [
 
 type TenantParams = { tenantId: string }
 type KeyParams = TenantParams & { keyId: string }
-
-/** Who did it, in the audit trail. */
-export function actorOf(session: ConsoleSession): string {
-  return `user:${session.userId}`
-}
 
 /** The signed-in user as the actor of a change, with the client address the gateway derived (x-forwarded-for). */
 function consoleActor(request: FastifyRequest): Actor {

@@ -34,7 +34,6 @@ export const EXPIRY_PRESETS = [
   { value: '365d', label: 'In 1 year', seconds: 365 * 86_400 },
   { value: 'date', label: 'On the date given', seconds: null },
 ] as const
-export type ExpiryPreset = (typeof EXPIRY_PRESETS)[number]['value']
 
 /** The grace presets of a roll (at most 30 days, the service's bound). */
 export const GRACE_PRESETS = [
