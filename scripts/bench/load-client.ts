@@ -1,6 +1,6 @@
 /**
- * The orchestrator's side of the load generator: runs scripts/bench/load.ts
- * in its own process (so the generator never shares an event loop with the
+ * The orchestrator's side of the load generators: runs scripts/bench/load.ts
+ * (or side-by-side-load.ts) in its own process (so the generator never shares an event loop with the
  * orchestrator or a target) and reads its JSON lines: `running` when the
  * timed part starts, `done` when the last timed answer has arrived, then the
  * result. The hooks let the caller sample the target exactly then.
@@ -47,17 +47,23 @@ export interface LoadHooks {
   done?: () => void
 }
 
-export function runLoad(spec: LoadSpec, hooks: LoadHooks = {}): Promise<LoadResult> {
-  const child = spawn(process.execPath, [...process.execArgv, 'scripts/bench/load.ts', JSON.stringify(spec)], {
+/**
+ * Runs a generator script of scripts/bench/ in its own process with `spec`
+ * as its argument, and reads its JSON lines: `running` and `done` call the
+ * hooks (the caller samples the targets exactly then), `result` is what the
+ * promise settles with once the process has exited 0.
+ */
+export function runGenerator<Result>(script: string, spec: object, hooks: LoadHooks = {}): Promise<Result> {
+  const child = spawn(process.execPath, [...process.execArgv, script, JSON.stringify(spec)], {
     cwd: projectRoot,
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   track(child)
   let stderr = ''
   child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4096)))
-  let result: LoadResult | undefined
+  let result: Result | undefined
   createInterface({ input: child.stdout }).on('line', (text) => {
-    const message = JSON.parse(text) as { event: 'running' | 'done' | 'result'; result?: LoadResult }
+    const message = JSON.parse(text) as { event: 'running' | 'done' | 'result'; result?: Result }
     if (message.event === 'running') hooks.running?.()
     else if (message.event === 'done') hooks.done?.()
     else result = message.result
@@ -66,7 +72,11 @@ export function runLoad(spec: LoadSpec, hooks: LoadHooks = {}): Promise<LoadResu
     child.once('error', reject)
     child.once('close', (code) => {
       if (code === 0 && result !== undefined) resolve(result)
-      else reject(new Error(`load generator exited ${code}: ${stderr.trim()}`))
+      else reject(new Error(`${script} exited ${code}: ${stderr.trim()}`))
     })
   })
+}
+
+export function runLoad(spec: LoadSpec, hooks: LoadHooks = {}): Promise<LoadResult> {
+  return runGenerator<LoadResult>('scripts/bench/load.ts', spec, hooks)
 }

@@ -9,13 +9,10 @@
  * every moment, and the ratio of their CPU per request holds to a few per
  * cent. It is the cost of a request, not the throughput at saturation.
  */
-import { spawn } from 'node:child_process'
-import { createInterface } from 'node:readline'
 import type { Target } from './measure.js'
 import { PATH } from './measure.js'
 import { cpuMicros } from './proc-stats.js'
-import { projectRoot } from '../../test/helpers/processes.js'
-import { track } from './processes.js'
+import { runGenerator } from './load-client.js'
 import { median } from './stats.js'
 
 export const SIDE_SECONDS = 3
@@ -40,39 +37,19 @@ export interface SideBySide {
   base: string
 }
 
-function window(targets: readonly Target[], seconds: number, connections: number): Promise<SideBySideWindow> {
+async function window(targets: readonly Target[], seconds: number, connections: number): Promise<SideBySideWindow> {
   const spec = { targets: targets.map((target) => ({ url: `${target.origin}${PATH}`, headers: target.headers })), connections, seconds }
-  const child = spawn(process.execPath, [...process.execArgv, 'scripts/bench/side-by-side-load.ts', JSON.stringify(spec)], {
-    cwd: projectRoot,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  track(child)
-  let stderr = ''
-  child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4096)))
   let before: number[] = []
   let after: number[] = []
-  let result: { rounds: number; statuses: Array<Record<string, number>> } | undefined
-  createInterface({ input: child.stdout }).on('line', (text) => {
-    const message = JSON.parse(text) as { event: string; result?: typeof result }
-    if (message.event === 'running') before = targets.map((target) => cpuMicros(target.pid))
-    else if (message.event === 'done') after = targets.map((target) => cpuMicros(target.pid))
-    else result = message.result
+  const { rounds, statuses } = await runGenerator<{ rounds: number; statuses: Array<Record<string, number>> }>('scripts/bench/side-by-side-load.ts', spec, {
+    running: () => (before = targets.map((target) => cpuMicros(target.pid))),
+    done: () => (after = targets.map((target) => cpuMicros(target.pid))),
   })
-  return new Promise((resolve, reject) => {
-    child.once('error', reject)
-    child.once('close', (code) => {
-      if (code !== 0 || result === undefined) {
-        reject(new Error(`side-by-side generator exited ${code}: ${stderr.trim()}`))
-        return
-      }
-      const { rounds, statuses } = result
-      resolve({
-        requests: rounds,
-        cpuUsPerRequest: Object.fromEntries(targets.map((target, i) => [target.name, rounds === 0 ? 0 : (after[i]! - before[i]!) / rounds])),
-        statuses: Object.fromEntries(targets.map((target, i) => [target.name, statuses[i]!])),
-      })
-    })
-  })
+  return {
+    requests: rounds,
+    cpuUsPerRequest: Object.fromEntries(targets.map((target, i) => [target.name, rounds === 0 ? 0 : (after[i]! - before[i]!) / rounds])),
+    statuses: Object.fromEntries(targets.map((target, i) => [target.name, statuses[i]!])),
+  }
 }
 
 /** `windows` windows over the targets; ratios to the first. */
