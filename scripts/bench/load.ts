@@ -9,26 +9,15 @@
  * requests/s, statuses, p50/p99/p99.9 latency.
  */
 import { randomInt } from 'node:crypto'
-import { Pool } from 'undici'
 import { generateKey } from '@scoped/shared/keys'
 import type { LoadResult, LoadSpec } from './load-client.js'
+import { emit, generatorPool, pathOf } from './generator-pool.js'
 import { latency } from './stats.js'
 
 const spec = JSON.parse(process.argv[2] ?? '') as LoadSpec
 const url = new URL(spec.url)
-const path = `${url.pathname}${url.search}`
-// One pool for the one origin: no per-request URL parsing or dispatcher lookup, so the generator stays cheap.
-const dispatcher = new Pool(url.origin, {
-  connections: spec.connections,
-  pipelining: 1,
-  keepAliveTimeout: 120_000,
-  keepAliveMaxTimeout: 120_000,
-  connect: { rejectUnauthorized: false },
-})
-
-function emit(message: object): void {
-  process.stdout.write(`${JSON.stringify(message)}\n`)
-}
+const path = pathOf(url)
+const dispatcher = generatorPool(url.origin, spec.connections)
 
 /** The headers of the next request, or null when the run is over. */
 function requestSource(): () => Record<string, string> | null {

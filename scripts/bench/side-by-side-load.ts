@@ -8,7 +8,7 @@
  * lines: {"event":"running"}, {"event":"done"}, then {"event":"result",
  * "result":{"rounds","seconds","statuses":[{…} per target]}}.
  */
-import { Pool } from 'undici'
+import { emit, generatorPool, pathOf } from './generator-pool.js'
 
 export interface SideBySideSpec {
   targets: Array<{ url: string; headers: Record<string, string> }>
@@ -16,21 +16,17 @@ export interface SideBySideSpec {
   seconds: number
 }
 
+/** What a run reports: rounds completed in the timed part, and each target's answers by status. */
+export interface SideBySideResult {
+  rounds: number
+  seconds: number
+  statuses: Array<Record<string, number>>
+}
+
 const spec = JSON.parse(process.argv[2] ?? '') as SideBySideSpec
-const pools = spec.targets.map(
-  (target) =>
-    new Pool(new URL(target.url).origin, {
-      connections: spec.connections,
-      pipelining: 1,
-      keepAliveTimeout: 120_000,
-      keepAliveMaxTimeout: 120_000,
-      connect: { rejectUnauthorized: false },
-    }),
-)
-const paths = spec.targets.map((target) => {
-  const url = new URL(target.url)
-  return `${url.pathname}${url.search}`
-})
+const urls = spec.targets.map((target) => new URL(target.url))
+const pools = urls.map((url) => generatorPool(url.origin, spec.connections))
+const paths = urls.map(pathOf)
 const statuses = spec.targets.map((): Record<string, number> => ({}))
 
 async function send(index: number): Promise<void> {
@@ -60,7 +56,6 @@ async function loops(seconds: number): Promise<number> {
   return rounds
 }
 
-const emit = (message: object): void => void process.stdout.write(`${JSON.stringify(message)}\n`)
 await loops(1)
 for (const counts of statuses) for (const status of Object.keys(counts)) delete counts[status]
 emit({ event: 'running' })
@@ -68,6 +63,7 @@ const start = performance.now()
 const rounds = await loops(spec.seconds)
 const seconds = (performance.now() - start) / 1000
 emit({ event: 'done' })
-emit({ event: 'result', result: { rounds, seconds, statuses } })
+const result: SideBySideResult = { rounds, seconds, statuses }
+emit({ event: 'result', result })
 await Promise.all(pools.map((pool) => pool.close()))
 process.exit(0)

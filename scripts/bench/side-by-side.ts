@@ -13,6 +13,7 @@ import type { Target } from './measure.js'
 import { PATH } from './measure.js'
 import { cpuMicros } from './proc-stats.js'
 import { runGenerator } from './load-client.js'
+import type { SideBySideResult, SideBySideSpec } from './side-by-side-load.js'
 import { median } from './stats.js'
 
 export const SIDE_SECONDS = 3
@@ -38,10 +39,10 @@ export interface SideBySide {
 }
 
 async function window(targets: readonly Target[], seconds: number, connections: number): Promise<SideBySideWindow> {
-  const spec = { targets: targets.map((target) => ({ url: `${target.origin}${PATH}`, headers: target.headers })), connections, seconds }
+  const spec: SideBySideSpec = { targets: targets.map((target) => ({ url: `${target.origin}${PATH}`, headers: target.headers })), connections, seconds }
   let before: number[] = []
   let after: number[] = []
-  const { rounds, statuses } = await runGenerator<{ rounds: number; statuses: Array<Record<string, number>> }>('scripts/bench/side-by-side-load.ts', spec, {
+  const { rounds, statuses } = await runGenerator<SideBySideResult>('scripts/bench/side-by-side-load.ts', spec, {
     running: () => (before = targets.map((target) => cpuMicros(target.pid))),
     done: () => (after = targets.map((target) => cpuMicros(target.pid))),
   })
