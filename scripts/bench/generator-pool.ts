@@ -1,25 +1,12 @@
 /**
- * What both load generators (load.ts, side-by-side-load.ts) send through: one
- * undici pool per target origin, a closed loop per connection (no
- * pipelining), connections kept open across the whole run, the benchmark's
- * self-signed certificate accepted. One pool per origin also means no
- * per-request URL parsing or dispatcher lookup, so the generator stays cheap.
+ * What both load generators (load.ts, side-by-side-load.ts) send through:
+ * `connections` keep-alive connections to one target (http1-connection.ts),
+ * each a closed loop (no pipelining), kept open across the whole run.
  */
-import { Pool } from 'undici'
+import { Http1Connection } from './http1-connection.js'
 
-export function generatorPool(origin: string, connections: number): Pool {
-  return new Pool(origin, {
-    connections,
-    pipelining: 1,
-    keepAliveTimeout: 120_000,
-    keepAliveMaxTimeout: 120_000,
-    connect: { rejectUnauthorized: false },
-  })
-}
-
-/** The path with query of a target URL, as the pool sends it. */
-export function pathOf(url: URL): string {
-  return `${url.pathname}${url.search}`
+export function generatorPool(url: URL, connections: number): Http1Connection[] {
+  return Array.from({ length: connections }, () => new Http1Connection(url))
 }
 
 /** A line of JSON on stdout: the generators' events for runGenerator (load-client.ts). */

@@ -1,6 +1,6 @@
 /**
  * The load generator, a process of its own (see load-client.ts): a closed
- * loop over keep-alive HTTPS connections (undici), each connection sending
+ * loop over keep-alive connections (http1-connection.ts), each connection sending
  * its next request as soon as the previous answer has been read in full.
  * Runs for a time, or through a list of keys, or through a number of fresh
  * random keys; optionally after untimed requests (one per connection, or a
@@ -11,13 +11,16 @@
 import { randomInt } from 'node:crypto'
 import { generateKey } from '@scoped/shared/keys'
 import type { LoadResult, LoadSpec } from './load-client.js'
-import { emit, generatorPool, pathOf } from './generator-pool.js'
+import { emit, generatorPool } from './generator-pool.js'
+import type { Http1Connection } from './http1-connection.js'
+import { requestHead } from './http1-connection.js'
 import { latency } from './stats.js'
 
 const spec = JSON.parse(process.argv[2] ?? '') as LoadSpec
 const url = new URL(spec.url)
-const path = pathOf(url)
-const dispatcher = generatorPool(url.origin, spec.connections)
+const connections = generatorPool(url, spec.connections)
+/** The request of every connection when the headers are spec.headers (made once, not per request). */
+const usualHead = requestHead(url, spec.headers)
 
 /** The headers of the next request, or null when the run is over. */
 function requestSource(): () => Record<string, string> | null {
@@ -40,23 +43,18 @@ const statuses: Record<string, number> = {}
 let firstError: string | undefined
 const latencies: number[] = []
 
-async function send(headers: Record<string, string>): Promise<string> {
-  try {
-    const response = await dispatcher.request({ method: 'GET', path, headers })
-    await response.body.dump()
-    return String(response.statusCode)
-  } catch (error) {
-    firstError ??= error instanceof Error ? error.message : String(error)
-    return 'error'
-  }
+async function send(connection: Http1Connection, headers: Record<string, string>): Promise<string> {
+  const status = await connection.request(headers === spec.headers ? usualHead : requestHead(url, headers))
+  if (status === 'error') firstError ??= 'a connection closed or an answer could not be read'
+  return status
 }
 
-if (spec.prime === true) await Promise.all(Array.from({ length: spec.connections }, () => send(spec.headers)))
+if (spec.prime === true) await Promise.all(connections.map((connection) => send(connection, spec.headers)))
 if (spec.warmUpSeconds !== undefined) {
   const until = performance.now() + spec.warmUpSeconds * 1000
   await Promise.all(
-    Array.from({ length: spec.connections }, async () => {
-      while (performance.now() < until) await send(spec.headers)
+    connections.map(async (connection) => {
+      while (performance.now() < until) await send(connection, spec.headers)
     }),
   )
 }
@@ -65,10 +63,10 @@ const cpuAtStart = process.cpuUsage()
 const start = performance.now()
 const next = requestSource()
 await Promise.all(
-  Array.from({ length: spec.connections }, async () => {
+  connections.map(async (connection) => {
     for (let headers = next(); headers !== null; headers = next()) {
       const sent = performance.now()
-      const status = await send(headers)
+      const status = await send(connection, headers)
       latencies.push(performance.now() - sent)
       statuses[status] = (statuses[status] ?? 0) + 1
     }
@@ -88,5 +86,5 @@ const result: LoadResult = {
   generatorCpuUsPerRequest: requests === 0 ? 0 : (cpu.user + cpu.system) / requests,
 }
 emit({ event: 'result', result })
-await dispatcher.close()
+for (const connection of connections) connection.close()
 process.exit(0)

@@ -8,7 +8,8 @@
  * lines: {"event":"running"}, {"event":"done"}, then {"event":"result",
  * "result":{"rounds","seconds","statuses":[{…} per target]}}.
  */
-import { emit, generatorPool, pathOf } from './generator-pool.js'
+import { emit, generatorPool } from './generator-pool.js'
+import { requestHead } from './http1-connection.js'
 
 export interface SideBySideSpec {
   targets: Array<{ url: string; headers: Record<string, string> }>
@@ -25,19 +26,13 @@ export interface SideBySideResult {
 
 const spec = JSON.parse(process.argv[2] ?? '') as SideBySideSpec
 const urls = spec.targets.map((target) => new URL(target.url))
-const pools = urls.map((url) => generatorPool(url.origin, spec.connections))
-const paths = urls.map(pathOf)
+/** [target][loop]: each closed loop has its own connection to every target. */
+const pools = urls.map((url) => generatorPool(url, spec.connections))
+const heads = urls.map((url, index) => requestHead(url, spec.targets[index]!.headers))
 const statuses = spec.targets.map((): Record<string, number> => ({}))
 
-async function send(index: number): Promise<void> {
-  let status: string
-  try {
-    const response = await pools[index]!.request({ method: 'GET', path: paths[index]!, headers: spec.targets[index]!.headers })
-    await response.body.dump()
-    status = String(response.statusCode)
-  } catch {
-    status = 'error'
-  }
+async function send(index: number, loop: number): Promise<void> {
+  const status = await pools[index]![loop]!.request(heads[index]!)
   statuses[index]![status] = (statuses[index]![status] ?? 0) + 1
 }
 
@@ -46,9 +41,9 @@ async function loops(seconds: number): Promise<number> {
   const until = performance.now() + seconds * 1000
   let rounds = 0
   await Promise.all(
-    Array.from({ length: spec.connections }, async () => {
+    Array.from({ length: spec.connections }, async (_, loop) => {
       while (performance.now() < until) {
-        await Promise.all(spec.targets.map((_, index) => send(index)))
+        await Promise.all(spec.targets.map((_, index) => send(index, loop)))
         rounds++
       }
     }),
@@ -65,5 +60,5 @@ const seconds = (performance.now() - start) / 1000
 emit({ event: 'done' })
 const result: SideBySideResult = { rounds, seconds, statuses }
 emit({ event: 'result', result })
-await Promise.all(pools.map((pool) => pool.close()))
+for (const pool of pools) for (const connection of pool) connection.close()
 process.exit(0)
