@@ -34,13 +34,21 @@ const NEVER_FORWARDED = new Set([
 ])
 const NEVER_RETURNED = new Set([...HOP_BY_HOP, 'x-request-id', 'strict-transport-security'])
 
-export type OutgoingHeaders = Record<string, string | string[]>
+/**
+ * Headers as a flat list, `[name, value, name, value, …]`, the shape of
+ * Node's `rawHeaders`: undici takes it for the request and Node's
+ * `writeHead` for the response, a repeated header is simply repeated, and
+ * no object is built (and reshaped key by key) per request.
+ */
+export type HeaderList = string[]
 
-function add(headers: OutgoingHeaders, name: string, value: string): void {
-  const existing = headers[name]
-  if (existing === undefined) headers[name] = value
-  else if (Array.isArray(existing)) existing.push(value)
-  else headers[name] = [existing, value]
+/** Values as Fastify's reply holds them (numbers for some, lists for repeated ones). */
+type HeaderValue = string | number | readonly string[] | undefined
+
+function push(list: HeaderList, name: string, value: HeaderValue): void {
+  if (value === undefined) return
+  if (typeof value === 'object') for (const one of value) list.push(name, one)
+  else list.push(name, typeof value === 'string' ? value : String(value))
 }
 
 /**
@@ -49,8 +57,8 @@ function add(headers: OutgoingHeaders, name: string, value: string): void {
  * header lists are removed afterwards (they are rarely anything but
  * `keep-alive`, which is hop-by-hop anyway).
  */
-export function callerHeaders(rawHeaders: readonly string[], keepCookies: boolean): OutgoingHeaders {
-  const headers: OutgoingHeaders = {}
+export function callerHeaders(rawHeaders: readonly string[], keepCookies: boolean): HeaderList {
+  const headers: HeaderList = []
   let listed: string | undefined
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!.toLowerCase()
@@ -59,32 +67,30 @@ export function callerHeaders(rawHeaders: readonly string[], keepCookies: boolea
       continue
     }
     if (name.startsWith(TENANT_HEADER_PREFIX) || (!keepCookies && name === 'cookie')) continue
-    add(headers, name, rawHeaders[i + 1]!)
+    headers.push(name, rawHeaders[i + 1]!)
   }
-  if (listed !== undefined) {
-    for (const option of listed.split(',')) {
-      const name = option.trim().toLowerCase()
-      if (headers[name] !== undefined) delete headers[name]
-    }
-  }
-  return headers
+  if (listed === undefined) return headers
+  const named = new Set(listed.split(',').map((option) => option.trim().toLowerCase()))
+  const kept: HeaderList = []
+  for (let i = 0; i < headers.length; i += 2) if (!named.has(headers[i]!)) kept.push(headers[i]!, headers[i + 1]!)
+  return kept
 }
 
 /**
  * The headers of the caller's response: the backend's, except hop-by-hop
- * ones, those its `Connection` header lists and the two the gateway sets on
- * every response; then the gateway's own (`own`, the reply's headers) over them.
+ * ones, those its `Connection` header lists, the two the gateway sets on
+ * every response and any the gateway sets itself; then the gateway's own
+ * (`own`, the reply's headers).
  */
-export function returnedHeaders(upstream: Record<string, string | string[] | undefined>, own: OutgoingHeaders = {}): OutgoingHeaders {
+export function returnedHeaders(upstream: Record<string, HeaderValue>, own: Record<string, HeaderValue> = {}): HeaderList {
   const connection = upstream['connection']
   const listed =
     typeof connection === 'string' && connection !== 'keep-alive' ? new Set(connection.split(',').map((name) => name.trim().toLowerCase())) : undefined
-  const headers: OutgoingHeaders = {}
+  const headers: HeaderList = []
   for (const name in upstream) {
-    const value = upstream[name]
-    if (value === undefined || NEVER_RETURNED.has(name) || (listed !== undefined && listed.has(name))) continue
-    headers[name] = value
+    if (NEVER_RETURNED.has(name) || (listed !== undefined && listed.has(name)) || own[name] !== undefined) continue
+    push(headers, name, upstream[name])
   }
-  for (const name in own) headers[name] = own[name]!
+  for (const name in own) push(headers, name, own[name])
   return headers
 }

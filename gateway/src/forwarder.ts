@@ -22,9 +22,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { ApiError } from '@scoped/shared/errors'
 import type { Logger } from '@scoped/shared/logger'
-import { CONTENT_DIGEST_HEADER, contentDigest, EMPTY_CONTENT_DIGEST, signTenantHeaders } from '@scoped/shared/tenant-signature'
+import { appendTenantHeaders, CONTENT_DIGEST_HEADER, contentDigest, EMPTY_CONTENT_DIGEST } from '@scoped/shared/tenant-signature'
 import { callerHeaders } from './forward-headers.js'
-import type { OutgoingHeaders } from './forward-headers.js'
 import { FORWARDED_METHODS } from './gate.js'
 import { isJsonContentType, prepareJsonBody } from './json-body.js'
 import { isExpired, keyPolicyRefusal } from './key-policy.js'
@@ -133,7 +132,7 @@ async function forwarder(app: FastifyInstance, options: ForwarderOptions): Promi
     const api = route.auth === 'key'
     let body = Buffer.isBuffer(request.body) ? request.body : undefined
     const target = pathWithQuery(request.gatewayTarget!.path, request.gatewayQuery)
-    const headers: OutgoingHeaders = callerHeaders(request.raw.rawHeaders, !api)
+    const headers = callerHeaders(request.raw.rawHeaders, !api)
     if (api) {
       if (body !== undefined && isJsonContentType(request.headers['content-type'])) {
         const prepared = prepareJsonBody(body)
@@ -144,7 +143,8 @@ async function forwarder(app: FastifyInstance, options: ForwarderOptions): Promi
         body = prepared.body
       }
       const scoped = route as ScopedRoute
-      const signed = signTenantHeaders(
+      appendTenantHeaders(
+        headers,
         audienceSecrets.get(scoped.audience)!,
         {
           method: request.method,
@@ -156,15 +156,12 @@ async function forwarder(app: FastifyInstance, options: ForwarderOptions): Promi
         request.gatewayTenant!,
         Date.now() / 1000,
       )
-      Object.assign(headers, signed)
     } else if (body !== undefined) {
-      headers[CONTENT_DIGEST_HEADER] = contentDigest(body)
+      headers.push(CONTENT_DIGEST_HEADER, contentDigest(body))
     }
-    if (body !== undefined) headers['content-length'] = String(body.length)
-    headers['x-request-id'] = request.id
-    headers['x-forwarded-for'] = request.gatewayClient
-    headers['x-forwarded-proto'] = 'https'
-    if (request.headers.host !== undefined) headers['x-forwarded-host'] = request.headers.host
+    if (body !== undefined) headers.push('content-length', String(body.length))
+    headers.push('x-request-id', request.id, 'x-forwarded-for', request.gatewayClient, 'x-forwarded-proto', 'https')
+    if (request.headers.host !== undefined) headers.push('x-forwarded-host', request.headers.host)
 
     request.gatewayOutcome = api ? 'forwarded' : 'session'
     relay(request, reply, { route, path: target, headers, body }, relayDeps)

@@ -17,7 +17,7 @@ import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Dispatcher } from 'undici'
 import type { Logger } from '@scoped/shared/logger'
-import type { OutgoingHeaders } from './forward-headers.js'
+import type { HeaderList } from './forward-headers.js'
 import { returnedHeaders } from './forward-headers.js'
 import type { GatewayMetrics } from './metrics.js'
 import { refuseRaw } from './respond.js'
@@ -37,7 +37,7 @@ export interface RelayDeps {
 export interface Outgoing {
   route: Route
   path: string
-  headers: OutgoingHeaders
+  headers: HeaderList
   body: Buffer | undefined
 }
 
@@ -73,8 +73,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     const { reply, request, deps } = this
     deps.metrics.observeUpstream(this.route, (performance.now() - request.gatewayUpstreamAt) / 1000)
     // The backend's headers, then the gateway's own (set by the gate: HSTS, x-request-id, rate limits) over them.
-    const out = returnedHeaders(headers, reply.getHeaders() as OutgoingHeaders)
-    if (deps.isDraining()) out['connection'] = 'close'
+    const out = returnedHeaders(headers, reply.getHeaders())
+    if (deps.isDraining()) out.push('connection', 'close')
     this.answered = true
     reply.raw.writeHead(statusCode, out)
   }

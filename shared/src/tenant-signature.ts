@@ -76,20 +76,40 @@ function mac(secret: SigningSecret, data: string): Buffer {
   return createHmac('sha256', secret).update(data).digest()
 }
 
-/** The headers to set on a forwarded request (tenant headers, audience, nonce, content-digest and signature). */
-export function signTenantHeaders(secret: SigningSecret, request: SignedRequest, tenant: Tenant, nowSeconds: number): Record<string, string> {
+/**
+ * Appends the headers to set on a forwarded request (tenant headers,
+ * audience, nonce, content-digest and signature) to a flat
+ * `[name, value, …]` list, the shape the gateway forwards: no object per request.
+ */
+export function appendTenantHeaders(list: string[], secret: SigningSecret, request: SignedRequest, tenant: Tenant, nowSeconds: number): void {
   const timestamp = String(Math.floor(nowSeconds))
-  const headers: Record<string, string> = {
-    [tenantHeaders.scope]: tenant.scope,
-    [tenantHeaders.agencyId]: tenant.agencyId,
-    [tenantHeaders.keyId]: tenant.keyId,
-    [tenantHeaders.timestamp]: timestamp,
-    [tenantHeaders.audience]: request.audience,
-    [tenantHeaders.nonce]: request.nonce,
-    [CONTENT_DIGEST_HEADER]: request.contentDigest,
-    [tenantHeaders.signature]: mac(secret, canonical(request, timestamp, tenant)).toString('hex'),
-  }
-  if (tenant.subAccountId !== null) headers[tenantHeaders.subAccountId] = tenant.subAccountId
+  list.push(
+    tenantHeaders.scope,
+    tenant.scope,
+    tenantHeaders.agencyId,
+    tenant.agencyId,
+    tenantHeaders.keyId,
+    tenant.keyId,
+    tenantHeaders.timestamp,
+    timestamp,
+    tenantHeaders.audience,
+    request.audience,
+    tenantHeaders.nonce,
+    request.nonce,
+    CONTENT_DIGEST_HEADER,
+    request.contentDigest,
+    tenantHeaders.signature,
+    mac(secret, canonical(request, timestamp, tenant)).toString('hex'),
+  )
+  if (tenant.subAccountId !== null) list.push(tenantHeaders.subAccountId, tenant.subAccountId)
+}
+
+/** The same headers as an object (for clients and tests that send headers as one). */
+export function signTenantHeaders(secret: SigningSecret, request: SignedRequest, tenant: Tenant, nowSeconds: number): Record<string, string> {
+  const list: string[] = []
+  appendTenantHeaders(list, secret, request, tenant, nowSeconds)
+  const headers: Record<string, string> = {}
+  for (let i = 0; i < list.length; i += 2) headers[list[i]!] = list[i + 1]!
   return headers
 }
 
