@@ -31,8 +31,12 @@ export function requestHead(url: URL, headers: Record<string, string>): string {
   return `${head}\r\n`
 }
 
-/** Where a response is in its framing. */
-type Framing = { kind: 'head' } | { kind: 'length'; end: number } | { kind: 'chunk-size' } | { kind: 'chunk-data'; end: number } | { kind: 'trailers' }
+/**
+ * Where a response is in its framing: looking for the end of its head or of a
+ * chunk-size line (or trailer line), or skipping `left` bytes of body or chunk
+ * data (a chunk's with its CRLF), after which comes the next chunk size or the end.
+ */
+type Framing = { kind: 'head' | 'chunk-size' | 'trailers' } | { kind: 'skip'; left: number; then: 'chunk-size' | 'end' }
 
 export class Http1Connection {
   private socket: Socket | undefined
@@ -40,9 +44,8 @@ export class Http1Connection {
   private status = ''
   private closeAfter = false
   private framing: Framing = { kind: 'head' }
-  /** Bytes received and not yet framed; `offset` is where framing resumes. */
-  private buffered: Buffer | undefined
-  private offset = 0
+  /** Bytes of a head or line not yet complete (body bytes are counted, never kept). */
+  private partial: Buffer | undefined
 
   constructor(private readonly url: URL) {}
 
@@ -52,8 +55,7 @@ export class Http1Connection {
     return new Promise((resolve) => {
       this.pending = resolve
       this.framing = { kind: 'head' }
-      this.buffered = undefined
-      this.offset = 0
+      this.partial = undefined
       this.open().write(head, 'latin1')
     })
   }
@@ -84,7 +86,7 @@ export class Http1Connection {
   private settle(outcome: string): void {
     const pending = this.pending
     this.pending = undefined
-    this.buffered = undefined
+    this.partial = undefined
     pending?.(outcome)
   }
 
@@ -95,19 +97,27 @@ export class Http1Connection {
       this.close()
       return
     }
-    let data = chunk
-    if (this.buffered === undefined) this.offset = 0
-    else {
-      data = Buffer.concat([this.buffered.subarray(this.offset), chunk])
-      this.rebase()
-    }
-    this.buffered = data
-    let at = this.offset
+    const data = this.partial === undefined ? chunk : Buffer.concat([this.partial, chunk])
+    this.partial = undefined
+    let at = 0
     for (;;) {
       const framing = this.framing
+      if (framing.kind === 'skip') {
+        if (data.length - at < framing.left) {
+          framing.left -= data.length - at
+          return
+        }
+        at += framing.left
+        if (framing.then === 'end') return this.complete(data, at)
+        this.framing = { kind: 'chunk-size' }
+        continue
+      }
+      const end = data.indexOf(framing.kind === 'head' ? HEAD_END : CRLF, at)
+      if (end === -1) {
+        this.partial = data.subarray(at)
+        return
+      }
       if (framing.kind === 'head') {
-        const end = data.indexOf(HEAD_END, at)
-        if (end === -1) break
         const head = data.toString('latin1', at, end + 2)
         const status = head.slice(9, 12)
         at = end + 4
@@ -116,41 +126,22 @@ export class Http1Connection {
         this.closeAfter = CONNECTION_CLOSE.test(head)
         const length = CONTENT_LENGTH.exec(head)
         if (CHUNKED.test(head)) this.framing = { kind: 'chunk-size' }
-        else if (length !== null) this.framing = { kind: 'length', end: at + Number(length[1]) }
-        else if (status === '204' || status === '304') this.framing = { kind: 'length', end: at }
+        else if (length !== null) this.framing = { kind: 'skip', left: Number(length[1]), then: 'end' }
+        else if (status === '204' || status === '304') this.framing = { kind: 'skip', left: 0, then: 'end' }
         else return this.fail()
-      } else if (framing.kind === 'length' || framing.kind === 'chunk-data') {
-        if (data.length < framing.end) break
-        at = framing.end
-        if (framing.kind === 'chunk-data') {
-          this.framing = { kind: 'chunk-size' }
-          continue
-        }
-        return this.complete(data, at)
-      } else {
-        const end = data.indexOf(CRLF, at)
-        if (end === -1) break
-        const line = data.toString('latin1', at, end)
-        at = end + 2
-        if (framing.kind === 'trailers') {
-          if (line === '') return this.complete(data, at)
-          continue
-        }
-        const size = Number.parseInt(line, 16)
-        if (!Number.isFinite(size) || size < 0) return this.fail()
-        // A chunk's data is followed by CRLF; the last chunk (size 0) by trailers and a blank line.
-        this.framing = size === 0 ? { kind: 'trailers' } : { kind: 'chunk-data', end: at + size + 2 }
+        continue
       }
+      const line = data.toString('latin1', at, end)
+      at = end + 2
+      if (framing.kind === 'trailers') {
+        if (line === '') return this.complete(data, at)
+        continue
+      }
+      const size = Number.parseInt(line, 16)
+      if (!Number.isFinite(size) || size < 0) return this.fail()
+      // A chunk's data is followed by CRLF; the last chunk (size 0) by trailers and a blank line.
+      this.framing = size === 0 ? { kind: 'trailers' } : { kind: 'skip', left: size + 2, then: 'chunk-size' }
     }
-    this.offset = at
-  }
-
-  /** Offsets in `framing` count from the start of `buffered`; after concatenating from `offset`, they move back. */
-  private rebase(): void {
-    const shift = this.offset
-    const framing = this.framing
-    if (framing.kind === 'length' || framing.kind === 'chunk-data') this.framing = { ...framing, end: framing.end - shift }
-    this.offset = 0
   }
 
   private complete(data: Buffer, at: number): void {
