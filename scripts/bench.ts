@@ -123,6 +123,7 @@ async function main(): Promise<void> {
       signingSecret: randomBytes(32).toString('hex'),
       routesFile,
       ...tls,
+      logDir: work,
       // For the flood: a random X-Forwarded-For per request, believed from 127.0.0.1, and no throttle stop.
       env: { GATEWAY_AUTH_FAILURE_LIMIT: '1000000', GATEWAY_TRUSTED_PROXIES: '127.0.0.1' },
     }

@@ -24,6 +24,12 @@ export interface Started {
   stop(graceMs?: number): Promise<void>
 }
 
+export interface StartOptions {
+  timeoutMs?: number
+  /** Its stdout goes to this file instead of a pipe the orchestrator drains (`ready` must then be a probe). */
+  stdoutFile?: string
+}
+
 /**
  * Starts `command` (the toolkit's spawnUntilReady, keeping the last 16 KiB of
  * its output) and resolves once `ready` holds; killed if the orchestrator exits.
@@ -34,9 +40,19 @@ export async function start(
   args: string[],
   env: NodeJS.ProcessEnv,
   ready: RegExp | (() => Promise<boolean>),
-  timeoutMs = 30_000,
+  options: StartOptions = {},
 ): Promise<Started> {
-  const launched = spawnUntilReady({ name, command, args, env: { ...process.env, ...env }, cwd: projectRoot, ready, timeoutMs, keepOutput: 16_384 })
+  const launched = spawnUntilReady({
+    name,
+    command,
+    args,
+    env: { ...process.env, ...env },
+    cwd: projectRoot,
+    ready,
+    timeoutMs: options.timeoutMs ?? 30_000,
+    keepOutput: 16_384,
+    stdoutFile: options.stdoutFile,
+  })
   const spawned = await launched
   track(spawned.child)
   return {

@@ -9,6 +9,7 @@
  */
 import { spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
+import { closeSync, openSync, readSync, statSync } from 'node:fs'
 
 export interface SpawnOptions {
   /** For messages. */
@@ -26,6 +27,12 @@ export interface SpawnOptions {
   log?: NodeJS.WritableStream
   /** In a process group of its own, so that a Ctrl-C in the terminal reaches only the parent. */
   detached?: boolean
+  /**
+   * Its stdout goes to this file (appended to) instead of a pipe: nothing of
+   * the parent's has to drain it, and a pattern in `ready` sees only stderr
+   * (use a probe). `output()` and `tail()` cover stderr and the file's end.
+   */
+  stdoutFile?: string
 }
 
 export interface Spawned {
@@ -42,14 +49,34 @@ export interface Spawned {
   stop(signal?: NodeJS.Signals, graceMs?: number): Promise<number | null>
 }
 
+/** How much of the end of a `stdoutFile` output() and tail() read. */
+const FILE_END_BYTES = 16_384
+
+function fileEnd(file: string, bytes: number): string {
+  const size = statSync(file, { throwIfNoEntry: false })?.size ?? 0
+  if (size === 0) return ''
+  const fd = openSync(file, 'r')
+  try {
+    const length = Math.min(size, bytes)
+    const buffer = Buffer.alloc(length)
+    readSync(fd, buffer, 0, length, size - length)
+    return buffer.toString()
+  } finally {
+    closeSync(fd)
+  }
+}
+
 export function spawnUntilReady(options: SpawnOptions): Promise<Spawned> {
   const { name, ready, timeoutMs = 30_000, keepOutput = Infinity } = options
+  const stdoutFd = options.stdoutFile === undefined ? undefined : openSync(options.stdoutFile, 'a')
   const child = spawn(options.command, options.args, {
     cwd: options.cwd,
     env: options.env,
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', stdoutFd ?? 'pipe', 'pipe'],
     detached: options.detached ?? false,
   })
+  // The child has its own copy of the descriptor.
+  if (stdoutFd !== undefined) closeSync(stdoutFd)
   let output = ''
   let running = true
   const exited = new Promise<number | null>((resolve) =>
@@ -63,18 +90,23 @@ export function spawnUntilReady(options: SpawnOptions): Promise<Spawned> {
     // Trimmed in steps, not on every chunk: a chatty child would otherwise cost a copy per line.
     if (output.length > 2 * keepOutput) output = output.slice(-keepOutput)
   }
-  child.stdout!.on('data', onOutput)
+  child.stdout?.on('data', onOutput)
   child.stderr!.on('data', onOutput)
   if (options.log !== undefined) {
-    child.stdout!.pipe(options.log)
+    child.stdout?.pipe(options.log)
     child.stderr!.pipe(options.log)
   }
-  const tail = (lines = 20): string => output.trim().split('\n').slice(-lines).join('\n')
+  const stdoutFile = options.stdoutFile
+  const everything = (): string => (stdoutFile === undefined ? output : `${fileEnd(stdoutFile, FILE_END_BYTES)}${output}`)
+  const tail = (lines = 20): string => everything().trim().split('\n').slice(-lines).join('\n')
   const spawned: Spawned = {
     name,
     child,
     pid: child.pid ?? -1,
-    output: () => (output.length > keepOutput ? output.slice(-keepOutput) : output),
+    output: () => {
+      const all = everything()
+      return all.length > keepOutput ? all.slice(-keepOutput) : all
+    },
     tail,
     exited,
     async stop(signal = 'SIGTERM', graceMs) {
@@ -97,7 +129,7 @@ export function spawnUntilReady(options: SpawnOptions): Promise<Spawned> {
       settled = true
       clearTimeout(timer)
       clearInterval(poll)
-      child.stdout!.off('data', check)
+      child.stdout?.off('data', check)
       child.stderr!.off('data', check)
       if (error === undefined) return resolve(spawned)
       if (running) child.kill('SIGKILL')
@@ -105,7 +137,7 @@ export function spawnUntilReady(options: SpawnOptions): Promise<Spawned> {
     }
     const timer = setTimeout(() => settle(new Error(`${name} not ready after ${timeoutMs} ms:\n${tail()}`)), timeoutMs)
     if (ready instanceof RegExp) {
-      child.stdout!.on('data', check)
+      child.stdout?.on('data', check)
       child.stderr!.on('data', check)
     } else {
       let probing = false
