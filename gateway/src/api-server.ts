@@ -42,6 +42,17 @@ export function requestId(request: IncomingMessage): string {
   return `${idPrefix}-${(idCounter++).toString(36)}`
 }
 
+/**
+ * The logger Fastify hands each request: the gateway's own, whose child() is
+ * itself, so no pino child is built per request. Done here rather than with
+ * Fastify's `childLoggerFactory` option: with a factory of its own Fastify
+ * checks the logger it returns (its seven methods) on every request.
+ */
+function requestLogger(log: Logger): FastifyBaseLogger {
+  const same: FastifyBaseLogger = Object.create(log as FastifyBaseLogger, { child: { value: () => same } }) as FastifyBaseLogger
+  return same
+}
+
 function rawResponse(status: number, reason: string, message: string): string {
   const body = JSON.stringify(errorEnvelope(message))
   return (
@@ -80,10 +91,9 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
       // Passed through to Node's server: deadlines are checked every half second, header blocks are capped.
       ...({ connectionsCheckingInterval: 500, maxHeaderSize: MAX_HEADER_BYTES } as object),
     },
-    loggerInstance: deps.log as FastifyBaseLogger,
-    // One line per request comes from logRequest; the request's logger is the gateway's own (no child per request).
+    loggerInstance: requestLogger(deps.log),
+    // One line per request comes from logRequest.
     logController: new LogController({ disableRequestLogging: true }),
-    childLoggerFactory: (logger) => logger,
     genReqId: requestId,
     bodyLimit: config.bodyLimit,
     exposeHeadRoutes: false,
