@@ -6,7 +6,8 @@
  *      then the method (405): only the methods the gateway forwards;
  *   2. the documents (/openapi.json, /docs: documents.ts) and console routes
  *      (`auth: session`, outside /v1) pass without a key;
- *   3. the key (401): extracted, then verified by its hash; a client over its
+ *   3. the key (401): extracted, looked up in memory by its hash, its
+ *      checksum checked when it is not there, then verified by its hash; a client over its
  *      failed-authentication allowance gets 429 instead of a store lookup,
  *      while a key already verified in memory keeps working; then the key's
  *      own limits, on every request: expired (401 as revoked), used from an
@@ -22,7 +23,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import fp from 'fastify-plugin'
 import type { ActiveKeyState } from '@scoped/shared/key-state'
-import { hashKey } from '@scoped/shared/keys'
+import { hashKey, hasValidChecksum } from '@scoped/shared/keys'
 import type { Logger } from '@scoped/shared/logger'
 import { extractApiKey } from './api-key.js'
 import type { AuthFailureThrottle } from './auth-failure-throttle.js'
@@ -211,6 +212,12 @@ async function gate(app: FastifyInstance, options: GateOptions): Promise<void> {
     const cached = verifier.cached(hash, performance.now())
     if (cached !== undefined) {
       settle(request, reply, done, route, hash, cached)
+      return
+    }
+    // Only keys that passed this check ever reach a store, so none that fails it is in memory (found or
+    // not found): checking it after the lookup refuses exactly the same keys, without a CRC per request.
+    if (!hasValidChecksum(extracted.key)) {
+      fail(request, reply, 'malformed')
       return
     }
     // Only a request that needs a store lookup is throttled: keys verified in memory keep working.

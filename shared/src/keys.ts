@@ -54,13 +54,18 @@ export function generateKey(): string {
   return body + checksum(body)
 }
 
+/** Whether `presented` has the shape of a key: the prefix, the length, base62 after the prefix. Says nothing of its checksum. */
+export function hasKeyShape(presented: string): boolean {
+  return presented.length === KEY_LENGTH && presented.startsWith(KEY_PREFIX) && BODY_PATTERN.test(presented.slice(KEY_PREFIX.length))
+}
+
+/** Whether a string of the shape of a key (hasKeyShape) ends in the checksum of the rest. */
+export function hasValidChecksum(key: string): boolean {
+  return checksum(key.slice(0, KEY_LENGTH - CHECKSUM_LENGTH)) === key.slice(KEY_LENGTH - CHECKSUM_LENGTH)
+}
+
 export function parseKey(presented: string): ParsedKey {
-  if (presented.length !== KEY_LENGTH || !presented.startsWith(KEY_PREFIX)) return { ok: false }
-  const rest = presented.slice(KEY_PREFIX.length)
-  if (!BODY_PATTERN.test(rest)) return { ok: false }
-  const body = presented.slice(0, KEY_LENGTH - CHECKSUM_LENGTH)
-  if (checksum(body) !== presented.slice(KEY_LENGTH - CHECKSUM_LENGTH)) return { ok: false }
-  return { ok: true, key: presented }
+  return hasKeyShape(presented) && hasValidChecksum(presented) ? { ok: true, key: presented } : { ok: false }
 }
 
 /** The stored and looked-up form of a key: hex SHA-256 of the whole key (one-shot crypto.hash: the gateway hashes on every request). */

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { generateKey, hashKey, KEY_LENGTH, KEY_PREFIX, keyHint, parseKey } from '@scoped/shared/keys'
+import { generateKey, hashKey, hasKeyShape, hasValidChecksum, KEY_LENGTH, KEY_PREFIX, keyHint, parseKey } from '@scoped/shared/keys'
 
 const valid = generateKey()
 
@@ -53,11 +53,23 @@ const malformed: Array<[string, string]> = [
   ['hash instead of key', hashKey(valid)],
 ]
 
+/** The rows whose shape is a key's and only the checksum is wrong (the gate checks these two steps apart). */
+const checksumOnly = new Set(['bad checksum', 'one secret character changed', 'two characters swapped'])
+
 for (const [name, presented] of malformed) {
   t.test(`refuses a malformed key: ${name}`, async (t) => {
     t.same(parseKey(presented), { ok: false })
+    t.equal(hasKeyShape(presented), checksumOnly.has(name), checksumOnly.has(name) ? 'the shape of a key' : 'not the shape of a key')
+    if (hasKeyShape(presented)) t.notOk(hasValidChecksum(presented), 'the checksum does not match')
   })
 }
+
+t.test('a generated key has the shape and its checksum', async (t) => {
+  for (let i = 0; i < 50; i++) {
+    const key = generateKey()
+    t.ok(hasKeyShape(key) && hasValidChecksum(key))
+  }
+})
 
 t.test('hashing is SHA-256 hex, deterministic, and differs per key', async (t) => {
   t.match(hashKey(valid), /^[0-9a-f]{64}$/)
