@@ -16,7 +16,7 @@
  * their cookies. Every route gets `x-forwarded-for` (the client address the
  * gateway derived), `x-forwarded-host`, `x-forwarded-proto` and `x-request-id`.
  */
-import { randomBytes } from 'node:crypto'
+import { createSecretKey, randomBytes } from 'node:crypto'
 import { PassThrough } from 'node:stream'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
@@ -59,7 +59,9 @@ function nextNonce(): string {
 }
 
 async function forwarder(app: FastifyInstance, options: ForwarderOptions): Promise<void> {
-  const { upstreams, audienceSecrets, verifier, metrics, log, isDraining } = options
+  const { upstreams, verifier, metrics, log, isDraining } = options
+  // Secret keys made once: Node then takes them as they are for every signature, without checking and copying a buffer.
+  const signingKeys = new Map([...options.audienceSecrets].map(([audience, secret]) => [audience, createSecretKey(secret)]))
 
   // Every body is read whole, as bytes; what it means is decided per route in the handler.
   app.removeAllContentTypeParsers()
@@ -145,7 +147,7 @@ async function forwarder(app: FastifyInstance, options: ForwarderOptions): Promi
       const scoped = route as ScopedRoute
       appendTenantHeaders(
         headers,
-        audienceSecrets.get(scoped.audience)!,
+        signingKeys.get(scoped.audience)!,
         {
           method: request.method,
           pathWithQuery: target,

@@ -76,6 +76,11 @@ function mac(secret: SigningSecret, data: string): Buffer {
   return createHmac('sha256', secret).update(data).digest()
 }
 
+/** The same MAC as hex, encoded by the digest itself: a Buffer first, then hex, costs the signer twice as much. */
+function macHex(secret: SigningSecret, data: string): string {
+  return createHmac('sha256', secret).update(data).digest('hex')
+}
+
 /**
  * Appends the headers to set on a forwarded request (tenant headers,
  * audience, nonce, content-digest and signature) to a flat
@@ -99,7 +104,7 @@ export function appendTenantHeaders(list: string[], secret: SigningSecret, reque
     CONTENT_DIGEST_HEADER,
     request.contentDigest,
     tenantHeaders.signature,
-    mac(secret, canonical(request, timestamp, tenant)).toString('hex'),
+    macHex(secret, canonical(request, timestamp, tenant)),
   )
   if (tenant.subAccountId !== null) list.push(tenantHeaders.subAccountId, tenant.subAccountId)
 }
