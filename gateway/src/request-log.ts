@@ -30,6 +30,22 @@ export function isoTime(): string {
   return `,"time":"${isoPrefix}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z"`
 }
 
+/**
+ * A tenant's part of the line, made once per tenant object: the key layer
+ * hands every request of a key held in memory the same object, so a key's
+ * ids are escaped once, not on every line.
+ */
+const tenantParts = new WeakMap<Tenant, string>()
+function tenantFields(tenant: Tenant): string {
+  let part = tenantParts.get(tenant)
+  if (part === undefined) {
+    part = `,"keyId":${JSON.stringify(tenant.keyId)},"scope":"${tenant.scope}","agencyId":${JSON.stringify(tenant.agencyId)}`
+    if (tenant.subAccountId !== null) part += `,"subAccountId":${JSON.stringify(tenant.subAccountId)}`
+    tenantParts.set(tenant, part)
+  }
+  return part
+}
+
 /** Where request lines go: the gateway's log destination (log-destination.ts), or any sink in tests. */
 export interface LineSink {
   write(line: string): unknown
@@ -61,11 +77,7 @@ export class RequestLogger {
     let line = `{"level":30${isoTime()},"service":"gateway","name":"gateway","reqId":${JSON.stringify(fields.reqId)},"method":${JSON.stringify(fields.method)},"path":${JSON.stringify(fields.path)}`
     if (fields.route !== null) line += `,"route":${JSON.stringify(fields.route)}`
     line += `,"outcome":"${fields.outcome}"`
-    const tenant = fields.tenant
-    if (tenant !== null) {
-      line += `,"keyId":${JSON.stringify(tenant.keyId)},"scope":"${tenant.scope}","agencyId":${JSON.stringify(tenant.agencyId)}`
-      if (tenant.subAccountId !== null) line += `,"subAccountId":${JSON.stringify(tenant.subAccountId)}`
-    }
+    if (fields.tenant !== null) line += tenantFields(fields.tenant)
     if (fields.client !== '') line += `,"client":${JSON.stringify(fields.client)}`
     if (fields.limit !== null) line += `,"limit":"${fields.limit}"`
     line += `,"status":${fields.status}`
