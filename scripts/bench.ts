@@ -40,6 +40,7 @@ import type { Started } from './bench/processes.js'
 import { freePort, startNode } from './bench/processes.js'
 import type { Settings } from './bench/report.js'
 import { buildReport, markdown, writeJson } from './bench/report.js'
+import { paired, SLICE_MS } from './bench/paired.js'
 import { runRounds, warmUp } from './bench/rounds.js'
 import { sideBySide } from './bench/side-by-side.js'
 import { SOAK_WARM_UP_SECONDS, soak } from './bench/soak.js'
@@ -65,6 +66,7 @@ function readSettings(): Settings {
     floodKeys: whole('BENCH_FLOOD_KEYS', 120_000, 1),
     floodConnections: Math.max(100, 2 * connections),
     sideWindows: whole('BENCH_SIDE_WINDOWS', 5, 1),
+    pairedSeconds: whole('BENCH_PAIRED_SECONDS', 20, 1),
     coldKeys: COLD_KEYS,
   }
 }
@@ -163,6 +165,12 @@ async function main(): Promise<void> {
       ),
     )
 
+    progress(`paired at saturation: ${BARE} and ${GATEWAY} in turn, ${SLICE_MS} ms at a time, ${settings.pairedSeconds} s each`)
+    const pairedRun = await paired(bareTarget, gatewayTarget, settings.pairedSeconds, settings.connections)
+    progress(
+      `paired: ${pairedRun.targets.map((t) => `${t.name} ${t.perSecond.toFixed(0)} req/s p99 ${t.p99Ms.toFixed(2)} ms`).join(', ')}; throughput ratio ${pairedRun.throughputRatio.toFixed(2)}`,
+    )
+
     progress(`side by side: ${settings.sideWindows} windows of the same load on ${BARE}, ${NO_CHECKS} and ${GATEWAY} at once`)
     const side = await sideBySide([bareTarget, noChecksTarget, gatewayTarget], settings.sideWindows, progress)
 
@@ -182,6 +190,7 @@ async function main(): Promise<void> {
       settings,
       notes,
       rounds,
+      paired: pairedRun,
       side,
       million,
       cold,

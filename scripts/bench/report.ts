@@ -11,6 +11,7 @@ import type { MillionKeys } from './million-keys.js'
 import { LOOKUP_P99_TARGET_MS, WARM_UP_LOOKUPS } from './million-keys.js'
 import type { Machine } from './proc-stats.js'
 import { projectRoot } from '../../test/helpers/processes.js'
+import type { Paired } from './paired.js'
 import type { RoundSample } from './rounds.js'
 import type { SideBySide } from './side-by-side.js'
 import type { Soak } from './soak.js'
@@ -28,6 +29,8 @@ export interface Settings {
   floodConnections: number
   coldKeys: number
   sideWindows: number
+  /** Seconds of each of the two targets in the paired measurement. */
+  pairedSeconds: number
 }
 
 export interface Run {
@@ -37,6 +40,7 @@ export interface Run {
   settings: Settings
   notes: string[]
   rounds: RoundSample[]
+  paired: Paired
   side: SideBySide
   million: MillionKeys
   cold: ColdPaths
@@ -52,6 +56,7 @@ export interface Report extends Run {
 const ms = (value: number): string => value.toFixed(2)
 const mib = (value: number): string => value.toFixed(0)
 const whole = (value: number): string => Math.round(value).toLocaleString('en-US')
+const times = (ratio: number): string => `${ratio.toFixed(2)} ×`
 const pct = (value: number): string => `${(value * 100).toFixed(1)} %`
 const per = (value: number | undefined): string => (value === undefined ? '–' : value.toFixed(3))
 const mark = (met: boolean | null): string => (met === null ? '' : met ? 'met' : '**NOT MET**')
@@ -68,7 +73,7 @@ function table(header: string[], rows: string[][]): string {
 export function buildReport(run: Run): Report {
   const { million, soak, flood, side } = run
   const checks: Check[] = [
-    ...warmChecks(run.rounds),
+    ...warmChecks(run.paired, run.rounds),
     {
       name: 'gateway / bare proxy CPU per request, side by side',
       value: `${side.medians[GATEWAY]!.ratio.toFixed(2)} ×`,
@@ -150,7 +155,31 @@ export function markdown(report: Report, jsonFile: string): string {
       ]),
     ),
   )
-  out.push('', '## Targets', '', 'Ratios: the median over rounds of gateway ÷ bare proxy within each round.', '')
+  const { paired } = report
+  out.push('', '## Warm key, paired at saturation', '')
+  out.push(
+    `The ${paired.targets[0].name} and the ${paired.targets[1].name} at saturation in turn, in slices of ${paired.sliceMs} ms ordered A B B A, ` +
+      `${paired.slices} slices in all, ${paired.connections} keep-alive connections each: the machine's drift reaches both alike. ` +
+      `Throughput ratio: the median over the ${paired.groupRatios.length} groups of four slices (range ${times(Math.min(...paired.groupRatios))}–${times(Math.max(...paired.groupRatios))}); ` +
+      `p99 ratio: over all the slices.`,
+    '',
+  )
+  out.push(
+    table(
+      ['target', 'req/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'CPU µs/req', 'requests', 'non-200'],
+      paired.targets.map((t) => [
+        t.name,
+        whole(t.perSecond),
+        ms(t.p50Ms),
+        ms(t.p99Ms),
+        ms(t.p999Ms),
+        t.cpuUsPerRequest.toFixed(0),
+        whole(t.requests),
+        whole(non200(t.statuses)),
+      ]),
+    ),
+  )
+  out.push('', '## Targets', '')
   out.push(
     table(
       ['check', 'value', 'target', ''],

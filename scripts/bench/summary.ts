@@ -3,6 +3,7 @@
  * medians over rounds, and the gateway's ratios to the bare proxy, taken
  * round by round (both measured in the same round) and then the median.
  */
+import type { Paired } from './paired.js'
 import type { RoundSample } from './rounds.js'
 import { median } from './stats.js'
 
@@ -68,13 +69,24 @@ export function pairedRatio(samples: readonly RoundSample[], other: string, read
 
 const times = (ratio: number): string => `${ratio.toFixed(2)} ×`
 
-export function warmChecks(samples: readonly RoundSample[]): Check[] {
-  const throughput = pairedRatio(samples, BARE, (s) => s.load.perSecond)
-  const p99 = pairedRatio(samples, BARE, (s) => s.load.p99Ms)
+/**
+ * The warm-key targets, from the paired measurement (paired.ts: the two at
+ * saturation in turn, half a second at a time), and the same ratios as the
+ * median over rounds, reported beside them.
+ */
+export function warmChecks(paired: Paired, samples: readonly RoundSample[]): Check[] {
+  const throughput = paired.throughputRatio
+  const p99 = paired.p99Ratio
   return [
-    { name: 'gateway / bare proxy throughput', value: times(throughput), target: '≥ 1.0 ×', met: throughput >= 1.0 },
-    { name: 'gateway / bare proxy p99 latency', value: times(p99), target: '≤ 1.1 ×', met: p99 <= 1.1 },
+    { name: 'gateway / bare proxy throughput, paired at saturation', value: times(throughput), target: '≥ 1.0 ×', met: throughput >= 1.0 },
+    { name: 'gateway / bare proxy p99 latency, paired at saturation', value: times(p99), target: '≤ 1.1 ×', met: p99 <= 1.1 },
     { name: 'stretch: gateway / bare proxy throughput', value: times(throughput), target: '≥ 1.5 ×', met: throughput >= 1.5 },
     { name: 'stretch: gateway / bare proxy p99 latency', value: times(p99), target: '< 1.0 × (below the bare proxy)', met: p99 < 1.0 },
+    {
+      name: 'the same ratios, median over rounds (each alone for seconds at a time)',
+      value: `${times(pairedRatio(samples, BARE, (s) => s.load.perSecond))}, p99 ${times(pairedRatio(samples, BARE, (s) => s.load.p99Ms))}`,
+      target: 'reported',
+      met: null,
+    },
   ]
 }
