@@ -7,9 +7,10 @@
  *   2. the documents (/openapi.json, /docs: documents.ts) and console routes
  *      (`auth: session`, outside /v1) pass without a key;
  *   3. the key (401): extracted, looked up in memory by its hash, its
- *      checksum checked when it is not there, then verified by its hash; a client over its
- *      failed-authentication allowance gets 429 instead of a store lookup,
- *      while a key already verified in memory keeps working; then the key's
+ *      checksum checked when it is not there, then verified through the
+ *      stores; a client over its failed-authentication allowance gets 429
+ *      instead of a store lookup, while a key already verified in memory
+ *      keeps working; then the key's
  *      own limits, on every request: expired (401 as revoked), used from an
  *      address outside its allowlist (403) (key-policy.ts);
  *   4. the route (404): only now, so a caller without a valid key learns
