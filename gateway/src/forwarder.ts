@@ -16,11 +16,12 @@
  * their cookies. Every route gets `x-forwarded-for` (the client address the
  * gateway derived), `x-forwarded-host`, `x-forwarded-proto` and `x-request-id`.
  */
-import { createSecretKey, randomBytes } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import { PassThrough } from 'node:stream'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { ApiError } from '@scoped/shared/errors'
+import { HmacSha256 } from '@scoped/shared/hmac-sha256'
 import type { Logger } from '@scoped/shared/logger'
 import { appendTenantHeaders, CONTENT_DIGEST_HEADER, contentDigest, EMPTY_CONTENT_DIGEST } from '@scoped/shared/tenant-signature'
 import { callerHeaders } from './forward-headers.js'
@@ -60,8 +61,8 @@ function nextNonce(): string {
 
 async function forwarder(app: FastifyInstance, options: ForwarderOptions): Promise<void> {
   const { upstreams, verifier, metrics, log, isDraining } = options
-  // Secret keys made once: Node then takes them as they are for every signature, without checking and copying a buffer.
-  const signingKeys = new Map([...options.audienceSecrets].map(([audience, secret]) => [audience, createSecretKey(secret)]))
+  // Each audience's MAC key made once (its padded blocks), not for every signature (hmac-sha256.ts).
+  const signingKeys = new Map([...options.audienceSecrets].map(([audience, secret]) => [audience, new HmacSha256(secret)]))
 
   // Every body is read whole, as bytes; what it means is decided per route in the handler.
   app.removeAllContentTypeParsers()

@@ -11,6 +11,7 @@
  */
 import { createHmac, hash, timingSafeEqual } from 'node:crypto'
 import type { BinaryLike, KeyObject } from 'node:crypto'
+import { HmacSha256 } from './hmac-sha256.js'
 import type { Scope } from './scope.js'
 import { isScope } from './scope.js'
 
@@ -55,7 +56,8 @@ export interface SignedRequest {
 /** Seconds either way a signed request stays acceptable (clock skew and transit). */
 export const DEFAULT_REPLAY_WINDOW_SECONDS = 30
 
-export type SigningSecret = BinaryLike | KeyObject
+/** A secret, or an HmacSha256 made from one once (the gateway signs with those: hmac-sha256.ts). */
+export type SigningSecret = BinaryLike | KeyObject | HmacSha256
 
 /** The RFC 9530 Content-Digest value of a body (SHA-256). */
 export function contentDigest(body: Buffer | string | undefined): string {
@@ -73,12 +75,12 @@ function canonical(request: SignedRequest, timestamp: string, tenant: Tenant): s
 }
 
 function mac(secret: SigningSecret, data: string): Buffer {
-  return createHmac('sha256', secret).update(data).digest()
+  return secret instanceof HmacSha256 ? secret.digest(data) : createHmac('sha256', secret).update(data).digest()
 }
 
 /** The same MAC as hex, encoded by the digest itself: a Buffer first, then hex, costs the signer twice as much. */
 function macHex(secret: SigningSecret, data: string): string {
-  return createHmac('sha256', secret).update(data).digest('hex')
+  return secret instanceof HmacSha256 ? secret.hex(data) : createHmac('sha256', secret).update(data).digest('hex')
 }
 
 /**
