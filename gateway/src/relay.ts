@@ -14,6 +14,7 @@
  * connection is cut, since a half-sent answer cannot be turned into an error.
  */
 import type { IncomingHttpHeaders } from 'node:http'
+import type { Socket } from 'node:net'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Dispatcher } from 'undici'
 import type { Logger } from '@scoped/shared/logger'
@@ -41,14 +42,30 @@ export interface Outgoing {
   body: Buffer | undefined
 }
 
+/**
+ * The exchange relaying the response a caller's connection is waiting for,
+ * kept on the connection itself; null between requests. HTTP/1.1 answers a
+ * connection's requests one at a time, so there is one, except for a client
+ * that pipelines: then only its latest is aborted when it goes away, and an
+ * earlier one ends when its backend answers (or at the upstream deadline).
+ */
+const current = Symbol('gateway exchange')
+type CallerSocket = Socket & { [current]?: Exchange | null }
+
+/**
+ * The caller's connection closed: the backend request it was waiting for is
+ * aborted. One listener per connection, added with its first exchange, rather
+ * than one added and removed per request.
+ */
+function callerWentAway(this: CallerSocket): void {
+  this[current]?.callerGone()
+}
+
 class Exchange implements Dispatcher.DispatchHandler {
   private controller: DispatchController | undefined
   private answered = false
   private ended = false
-  /** The caller went away: the backend request is aborted (one closure per exchange, removed when it ends). */
-  private readonly onClose = (): void => {
-    if (!this.ended && this.controller !== undefined && !this.controller.aborted) this.controller.abort(new Error('the caller went away'))
-  }
+  private readonly socket: CallerSocket | null
   /** Made only when a write meets backpressure. */
   private onDrain: (() => void) | undefined
 
@@ -59,11 +76,20 @@ class Exchange implements Dispatcher.DispatchHandler {
     private readonly route: Route,
     private readonly deps: RelayDeps,
   ) {
-    reply.raw.on('close', this.onClose)
+    const socket = reply.raw.socket as CallerSocket | null
+    this.socket = socket
+    if (socket === null) return
+    if (socket[current] === undefined) socket.once('close', callerWentAway)
+    socket[current] = this
+  }
+
+  callerGone(): void {
+    if (!this.ended && this.controller !== undefined && !this.controller.aborted) this.controller.abort(new Error('the caller went away'))
   }
 
   onRequestStart(controller: DispatchController): void {
     this.controller = controller
+    // Gone before the request went out (its close already passed): nothing is sent.
     if (this.reply.raw.destroyed) controller.abort(new Error('the caller went away'))
   }
 
@@ -106,7 +132,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   private end(): void {
     if (this.ended) return
     this.ended = true
-    this.reply.raw.off('close', this.onClose)
+    if (this.socket !== null && this.socket[current] === this) this.socket[current] = null
     this.deps.upstreams.release(this.backend)
   }
 }

@@ -224,6 +224,26 @@ t.test('a full upstream pool answers 503 at once instead of queueing without end
   t.equal((await replica.client.request('/v1/agents', { headers: bearer(subKey.key) })).status, 200, 'and the pool serves again')
 })
 
+t.test('a caller that goes away mid-request frees its backend connection at once, not when the backend answers', async (t) => {
+  // One upstream connection, no queue: while the departed caller's request held it, every other request would
+  // get 503. The backend would hold that request 30 s (within this replica's upstream timeout), so a 200 well
+  // before then shows the gateway aborted the backend request when the caller's connection closed.
+  const replica = await fixture.startReplica({ GATEWAY_UPSTREAM_CONNECTIONS: '1', GATEWAY_UPSTREAM_QUEUE: '0', GATEWAY_UPSTREAM_TIMEOUT_MS: '60000' }, { t })
+  const socket = await openSocket(replica.ports.api)
+  socket.on('error', () => undefined)
+  socket.write(`GET /v1/agents?departing=1 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${subKey.key}\r\nx-echo-delay-ms: 30000\r\n\r\n`)
+  await waitFor(() => fixture.echo.output().includes('departing=1'), 'the request to reach the backend')
+  t.equal((await replica.client.request('/v1/agents', { headers: bearer(subKey.key) })).status, 503, 'while it waits, the one connection is taken')
+  socket.destroy()
+  let status = 0
+  await waitFor(
+    async () => (status = (await replica.client.request('/v1/agents', { headers: bearer(subKey.key) })).status) === 200,
+    'the connection to be free again',
+    10_000,
+  )
+  t.equal(status, 200, 'the next caller is served, long before the backend would have answered the one that left')
+})
+
 t.test('a body over the limit (413) does not end the replica when its body deadline passes', async (t) => {
   // Once the body parser has given up on a body over the limit, its body deadline must not fire on the body's
   // pass-through (an error no one listens to would end the process). A replica as a process, so that such an
