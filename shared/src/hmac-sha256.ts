@@ -8,7 +8,8 @@
  * signing together. HMAC is two hashes, H((K ⊕ opad) ‖ H((K ⊕ ipad) ‖ m)):
  * here the two padded key blocks are made once, each message costs two calls
  * of Node's one-shot `hash()` (which keeps the digest it looked up), and the
- * only buffers used are this object's own. The result is byte for byte
+ * message and the inner digest are written into this object's own buffers.
+ * The result is byte for byte
  * `createHmac('sha256', key)`'s (the tests compare the two over random keys
  * and messages, keys longer than a block included).
  *
