@@ -76,21 +76,27 @@ export function callerHeaders(rawHeaders: readonly string[], keepCookies: boolea
   return kept
 }
 
+/** Whether a header list (of a few entries) names `name`. */
+function names(list: HeaderList, name: string): boolean {
+  for (let i = 0; i < list.length; i += 2) if (list[i] === name) return true
+  return false
+}
+
 /**
  * The headers of the caller's response: the backend's, except hop-by-hop
  * ones, those its `Connection` header lists, the two the gateway sets on
  * every response and any the gateway sets itself; then the gateway's own
- * (`own`, the reply's headers).
+ * (`own`, lower-case names).
  */
-export function returnedHeaders(upstream: Record<string, HeaderValue>, own: Record<string, HeaderValue> = {}): HeaderList {
+export function returnedHeaders(upstream: Record<string, HeaderValue>, own: HeaderList = []): HeaderList {
   const connection = upstream['connection']
   const listed =
     typeof connection === 'string' && connection !== 'keep-alive' ? new Set(connection.split(',').map((name) => name.trim().toLowerCase())) : undefined
   const headers: HeaderList = []
   for (const name in upstream) {
-    if (NEVER_RETURNED.has(name) || (listed !== undefined && listed.has(name)) || own[name] !== undefined) continue
+    if (NEVER_RETURNED.has(name) || (listed !== undefined && listed.has(name)) || names(own, name)) continue
     push(headers, name, upstream[name])
   }
-  for (const name in own) push(headers, name, own[name])
+  for (let i = 0; i < own.length; i++) headers.push(own[i]!)
   return headers
 }

@@ -154,11 +154,11 @@ async function gate(app: FastifyInstance, options: GateOptions): Promise<void> {
   }
 
   function applyLimits(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, refs: readonly BucketRef[], decision: LimitDecision): void {
-    reply.header('ratelimit-policy', rateLimitPolicy(refs))
-    reply.header(
-      'ratelimit',
-      rateLimitState(refs, (ref) => limiter.remaining(ref)),
-    )
+    const policy = rateLimitPolicy(refs)
+    const state = rateLimitState(refs, (ref) => limiter.remaining(ref))
+    // On the reply for an answer Fastify sends (the 429 below), on the request for the relay's (respond.ts).
+    reply.header('ratelimit-policy', policy).header('ratelimit', state)
+    request.gatewayRateLimitHeaders = ['ratelimit-policy', policy, 'ratelimit', state]
     if (decision.allowed) {
       done()
       return

@@ -3,8 +3,8 @@
  * written straight to the caller's response. The reply is taken over from
  * Fastify (hijacked) and the request goes out through undici's `dispatch`
  * with this handler, one object per request: the backend's status and
- * headers are written once (with the gateway's own headers set by the
- * gate), each body chunk is written as it arrives, with backpressure both
+ * headers are written once (with the gateway's own: HSTS, x-request-id,
+ * rate limits), each body chunk is written as it arrives, with backpressure both
  * ways, and nothing else is allocated per chunk. A caller that goes away
  * aborts the backend request. Fastify still runs its onResponse hooks (the
  * log line) when the hijacked response finishes.
@@ -21,7 +21,7 @@ import type { Logger } from '@scoped/shared/logger'
 import type { HeaderList } from './forward-headers.js'
 import { returnedHeaders } from './forward-headers.js'
 import type { GatewayMetrics } from './metrics.js'
-import { refuseRaw } from './respond.js'
+import { forwardedAnswerHeaders, refuseRaw } from './respond.js'
 import type { Route } from './route-map.js'
 import type { Backend, Upstreams } from './upstream.js'
 import { classifyTransportError } from './upstream.js'
@@ -98,8 +98,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (statusCode < 200) return
     const { reply, request, deps } = this
     deps.metrics.observeUpstream(this.route, (performance.now() - request.gatewayUpstreamAt) / 1000)
-    // The backend's headers, then the gateway's own (set by the gate: HSTS, x-request-id, rate limits) over them.
-    const out = returnedHeaders(headers, reply.getHeaders())
+    // The backend's headers, then the gateway's own (HSTS, x-request-id, rate limits) over them.
+    const out = returnedHeaders(headers, forwardedAnswerHeaders(request))
     if (deps.isDraining()) out.push('connection', 'close')
     this.answered = true
     reply.raw.writeHead(statusCode, out)

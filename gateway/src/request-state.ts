@@ -31,6 +31,8 @@ declare module 'fastify' {
     gatewayClient: string
     /** The rate limit that refused the request, when one did (for the log line). */
     gatewayLimit: LimitKind | null
+    /** RateLimit-Policy and RateLimit, as a header list, when the request's route is rate limited (for its forwarded answer). */
+    gatewayRateLimitHeaders: string[] | null
     /** The query that is signed and forwarded (tenant parameters removed). */
     gatewayQuery: string
     /** performance.now() when the upstream request started. */
@@ -48,6 +50,7 @@ export function decorateRequestState(app: FastifyInstance): void {
   app.decorateRequest('gatewayGeneration', 0)
   app.decorateRequest('gatewayClient', '')
   app.decorateRequest('gatewayLimit', null)
+  app.decorateRequest('gatewayRateLimitHeaders', null)
   app.decorateRequest('gatewayQuery', '')
   app.decorateRequest('gatewayUpstreamAt', 0)
 }

@@ -16,6 +16,21 @@ export const WWW_AUTHENTICATE = 'Bearer'
 export const STRICT_TRANSPORT_SECURITY = 'max-age=63072000; includeSubDomains'
 
 /**
+ * The gateway's own headers on an answer the relay writes (relay.ts), as a
+ * header list: HSTS, x-request-id and, on a rate-limited route, RateLimit-Policy
+ * and RateLimit. The gate sets the same on the reply for the answers Fastify
+ * sends; the relay takes them from here rather than copying the reply's
+ * headers (`reply.getHeaders()` builds two objects per request), so these are
+ * all the headers the gateway adds before forwarding.
+ */
+export function forwardedAnswerHeaders(request: FastifyRequest): string[] {
+  const own = ['strict-transport-security', STRICT_TRANSPORT_SECURITY, 'x-request-id', request.id]
+  const limits = request.gatewayRateLimitHeaders
+  if (limits !== null) own.push(limits[0]!, limits[1]!, limits[2]!, limits[3]!)
+  return own
+}
+
+/**
  * The same refusal, written to Node's response directly: for a reply the
  * forwarder has taken over (hijacked) before the backend answered.
  */

@@ -327,6 +327,7 @@ t.test('x-request-id: a well-formed one is kept end to end; anything else (or an
   const kept = await client.request('/v1/agents', { headers: { ...bearer(subKey.key), 'x-request-id': 'abc.DEF-123_x' } })
   t.equal(kept.headers['x-request-id'], 'abc.DEF-123_x')
   t.equal((kept.json as Echo).headers['x-request-id'], 'abc.DEF-123_x')
+  t.match(kept.headers['strict-transport-security'], /^max-age=\d+; includeSubDomains$/, 'a forwarded answer carries HSTS too')
   const made = /^[0-9a-f-]{36}-[0-9a-z]+$/
   for (const bad of ['has space', 'x'.repeat(129), 'semi;colon', '', `sak_live_${'a'.repeat(49)}`]) {
     const replaced = await client.request('/v1/agents', { headers: { ...bearer(subKey.key), 'x-request-id': bad } })
