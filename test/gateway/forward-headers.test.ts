@@ -87,28 +87,7 @@ t.test('downstream: hop-by-hop headers and the gateway’s own are dropped; the 
 })
 
 t.test('downstream: the gateway’s own headers (HSTS, x-request-id, rate limits) are set over the backend’s', async (t) => {
-  t.same(
-    returnedHeaders({ 'content-type': 'application/json', ratelimit: 'forged', 'x-request-id': 'upstream', connection: 'keep-alive' }, [
-      'strict-transport-security',
-      'max-age=63072000',
-      'x-request-id',
-      'r-1',
-      'ratelimit',
-      '"key";r=1;t=1',
-      'retry-after',
-      '3',
-    ]),
-    [
-      'content-type',
-      'application/json',
-      'strict-transport-security',
-      'max-age=63072000',
-      'x-request-id',
-      'r-1',
-      'ratelimit',
-      '"key";r=1;t=1',
-      'retry-after',
-      '3',
-    ],
-  )
+  const own = ['strict-transport-security', 'max-age=63072000', 'x-request-id', 'r-1', 'ratelimit', '"key";r=1;t=1', 'retry-after', '3']
+  const upstream = { 'content-type': 'application/json', ratelimit: 'forged', 'x-request-id': 'upstream', connection: 'keep-alive' }
+  t.same(returnedHeaders(upstream, own), ['content-type', 'application/json', ...own])
 })
