@@ -64,9 +64,4 @@ export class HmacSha256 {
   hex(message: string): string {
     return hash('sha256', this.outerBlock(message), 'hex')
   }
-
-  /** The MAC of `message` (as UTF-8), as bytes. */
-  digest(message: string): Buffer {
-    return hash('sha256', this.outerBlock(message), 'buffer')
-  }
 }

@@ -56,8 +56,14 @@ export interface SignedRequest {
 /** Seconds either way a signed request stays acceptable (clock skew and transit). */
 export const DEFAULT_REPLAY_WINDOW_SECONDS = 30
 
-/** A secret, or an HmacSha256 made from one once (the gateway signs with those: hmac-sha256.ts). */
-export type SigningSecret = BinaryLike | KeyObject | HmacSha256
+export type SigningSecret = BinaryLike | KeyObject
+
+/**
+ * What signs: a secret, or an HmacSha256 made from one once (the gateway's,
+ * hmac-sha256.ts). Backends verify with the secrets themselves, through
+ * Node's createHmac.
+ */
+export type Signer = SigningSecret | HmacSha256
 
 /** The RFC 9530 Content-Digest value of a body (SHA-256). */
 export function contentDigest(body: Buffer | string | undefined): string {
@@ -75,11 +81,11 @@ function canonical(request: SignedRequest, timestamp: string, tenant: Tenant): s
 }
 
 function mac(secret: SigningSecret, data: string): Buffer {
-  return secret instanceof HmacSha256 ? secret.digest(data) : createHmac('sha256', secret).update(data).digest()
+  return createHmac('sha256', secret).update(data).digest()
 }
 
 /** The same MAC as hex, encoded by the digest itself: a Buffer first, then hex, costs the signer twice as much. */
-function macHex(secret: SigningSecret, data: string): string {
+function macHex(secret: Signer, data: string): string {
   return secret instanceof HmacSha256 ? secret.hex(data) : createHmac('sha256', secret).update(data).digest('hex')
 }
 
@@ -88,7 +94,7 @@ function macHex(secret: SigningSecret, data: string): string {
  * audience, nonce, content-digest and signature) to a flat
  * `[name, value, …]` list, the shape the gateway forwards: no object per request.
  */
-export function appendTenantHeaders(list: string[], secret: SigningSecret, request: SignedRequest, tenant: Tenant, nowSeconds: number): void {
+export function appendTenantHeaders(list: string[], secret: Signer, request: SignedRequest, tenant: Tenant, nowSeconds: number): void {
   const timestamp = String(Math.floor(nowSeconds))
   list.push(
     tenantHeaders.scope,
@@ -112,7 +118,7 @@ export function appendTenantHeaders(list: string[], secret: SigningSecret, reque
 }
 
 /** The same headers as an object (for clients and tests that send headers as one). */
-export function signTenantHeaders(secret: SigningSecret, request: SignedRequest, tenant: Tenant, nowSeconds: number): Record<string, string> {
+export function signTenantHeaders(secret: Signer, request: SignedRequest, tenant: Tenant, nowSeconds: number): Record<string, string> {
   const list: string[] = []
   appendTenantHeaders(list, secret, request, tenant, nowSeconds)
   const headers: Record<string, string> = {}
