@@ -31,6 +31,20 @@ export function isoTime(): string {
 }
 
 /**
+ * A duration in milliseconds to three decimals ("1.235", "0.050"), written
+ * from two whole numbers: V8 formats a whole number from a cache, while a
+ * fraction goes through its shortest-decimal algorithm, which showed in the
+ * benchmark's CPU profile at a quarter of a microsecond per line.
+ */
+export function millisText(ms: number): string {
+  if (ms < 0) return `-${millisText(-ms)}`
+  const micros = Math.round(ms * 1000)
+  const whole = Math.floor(micros / 1000)
+  const fraction = micros - whole * 1000
+  return `${whole}.${fraction < 10 ? '00' : fraction < 100 ? '0' : ''}${fraction}`
+}
+
+/**
  * A tenant's part of the line, made once per tenant object: the key layer
  * hands every request of a key held in memory the same object, so a key's
  * ids are escaped once, not on every line.
@@ -81,7 +95,7 @@ export class RequestLogger {
     if (fields.client !== '') line += `,"client":${JSON.stringify(fields.client)}`
     if (fields.limit !== null) line += `,"limit":"${fields.limit}"`
     line += `,"status":${fields.status}`
-    if (fields.ms !== null) line += `,"ms":${fields.ms}`
+    if (fields.ms !== null) line += `,"ms":${millisText(fields.ms)}`
     this.sink.write(`${line},"msg":"request"}\n`)
   }
 }
@@ -96,6 +110,7 @@ export interface RequestLine {
   client: string
   limit: LimitKind | null
   status: number
+  /** How long the request took, in milliseconds (written rounded to the microsecond), or null when unknown. */
   ms: number | null
 }
 
@@ -130,6 +145,6 @@ export function logRequest(log: RequestLogger, metrics: GatewayMetrics, request:
     client: request.gatewayClient ?? '',
     limit: request.gatewayLimit ?? null,
     status,
-    ms: Number.isFinite(reply.elapsedTime) ? Math.round(reply.elapsedTime * 1000) / 1000 : null,
+    ms: Number.isFinite(reply.elapsedTime) ? reply.elapsedTime : null,
   })
 }

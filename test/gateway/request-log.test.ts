@@ -4,7 +4,7 @@ import { createLogger } from '@scoped/shared/logger'
 import { BatchingDestination } from '@scoped/gateway/log-destination'
 import { parseRouteMap } from '@scoped/gateway/route-map'
 import { GatewayMetrics } from '@scoped/gateway/metrics'
-import { createRequestLogger, isoTime, logRequest } from '@scoped/gateway/request-log'
+import { createRequestLogger, isoTime, logRequest, millisText } from '@scoped/gateway/request-log'
 
 t.test('isoTime formats exactly as Date.toISOString, across seconds and milliseconds', async (t) => {
   const realNow = Date.now
@@ -12,6 +12,16 @@ t.test('isoTime formats exactly as Date.toISOString, across seconds and millisec
   for (const at of [0, 7, 42, 999, 1_000, 1_795_310_436_001, 1_795_310_436_010, 1_795_310_436_100, 1_795_310_436_999, 1_795_310_437_000, 4_102_444_799_999]) {
     Date.now = () => at
     t.equal(isoTime(), `,"time":"${new Date(at).toISOString()}"`, String(at))
+  }
+})
+
+t.test('millisText writes a duration as the JSON number of its milliseconds rounded to the microsecond', async (t) => {
+  const durations = [0, 0.0004, 0.0005, 0.001, 0.05, 0.999, 0.9995, 1, 1.23456, 9.9999, 10.01, 99.5, 1234.5678, 86_400_000.123, -0.25, -3.0004]
+  for (let i = 0; i < 200; i++) durations.push(Math.random() * 10 ** (i % 7))
+  for (const ms of durations) {
+    const text = millisText(ms)
+    t.match(text, /^-?(0|[1-9][0-9]*)\.[0-9]{3}$/, `${ms}: three decimals`)
+    t.equal(JSON.parse(text), (Math.round(Math.abs(ms) * 1000) / 1000) * Math.sign(ms) || 0, `${ms} -> ${text}`)
   }
 })
 
