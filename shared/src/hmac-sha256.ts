@@ -56,7 +56,9 @@ export class HmacSha256 {
       this.inner = larger
     }
     const length = this.inner.write(message, BLOCK, 'utf8')
-    hash('sha256', this.inner.subarray(0, BLOCK + length), 'buffer').copy(this.outer, BLOCK)
+    // The inner digest comes back as a 32-character 'binary' (latin1) string, one character a byte, and is written into
+    // the outer block: a Buffer result would cost a new backing store for every message (the profile showed it).
+    this.outer.write(hash('sha256', this.inner.subarray(0, BLOCK + length), 'binary'), BLOCK, 'binary')
     return this.outer
   }
 
