@@ -38,6 +38,8 @@ export function isoTime(): string {
  */
 export function millisText(ms: number): string {
   if (ms < 0) return `-${millisText(-ms)}`
+  // Past about three centuries the whole part would be written with an exponent: JSON's own form then.
+  if (!(ms < 1e12)) return JSON.stringify(Math.round(ms))
   const micros = Math.round(ms * 1000)
   const whole = Math.floor(micros / 1000)
   const fraction = micros - whole * 1000

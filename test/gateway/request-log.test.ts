@@ -23,6 +23,8 @@ t.test('millisText writes a duration as the JSON number of its milliseconds roun
     t.match(text, /^-?(0|[1-9][0-9]*)\.[0-9]{3}$/, `${ms}: three decimals`)
     t.equal(JSON.parse(text), (Math.round(Math.abs(ms) * 1000) / 1000) * Math.sign(ms) || 0, `${ms} -> ${text}`)
   }
+  for (const ms of [1e12, 5e21, -7e22]) t.equal(JSON.parse(millisText(ms)), Math.round(ms), `${ms}: a whole number, still JSON`)
+  t.equal(millisText(Infinity), 'null', 'never a bare Infinity in the line')
 })
 
 t.test('BatchingDestination: lines leave in batches, in order; flush and flushSync send the rest', async (t) => {
