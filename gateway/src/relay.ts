@@ -1,7 +1,7 @@
 /**
  * The last step of forwarding: one request to a backend, and its answer
  * written straight to the caller's response. The reply is taken over from
- * Fastify (hijacked) and the request goes out through undici's `dispatch`
+ * Fastify (hijacked) and the request goes out on a backend connection (upstream.ts)
  * with this handler, one object per request: the backend's status and
  * headers are written once (with the gateway's own: HSTS, x-request-id,
  * rate limits), each body chunk is written as it arrives, with backpressure both
@@ -16,14 +16,14 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { Dispatcher } from 'undici'
+import type { Client, Dispatcher } from 'undici'
 import type { Logger } from '@scoped/shared/logger'
 import type { HeaderList } from './forward-headers.js'
 import { returnedHeaders } from './forward-headers.js'
 import type { GatewayMetrics } from './metrics.js'
 import { forwardedAnswerHeaders, refuseRaw } from './respond.js'
 import type { Route } from './route-map.js'
-import type { Backend, Upstreams } from './upstream.js'
+import type { Backend, UpstreamExchange, Upstreams } from './upstream.js'
 import { classifyTransportError } from './upstream.js'
 
 type DispatchController = Parameters<NonNullable<Dispatcher.DispatchHandler['onRequestStart']>>[0]
@@ -61,7 +61,9 @@ function callerWentAway(this: CallerSocket): void {
   this[current]?.callerGone()
 }
 
-class Exchange implements Dispatcher.DispatchHandler {
+class Exchange implements UpstreamExchange {
+  /** The backend connection carrying it, once sent (upstream.ts). */
+  connection: Client | null = null
   private controller: DispatchController | undefined
   private answered = false
   private ended = false
@@ -133,7 +135,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.ended) return
     this.ended = true
     if (this.socket !== null && this.socket[current] === this) this.socket[current] = null
-    this.deps.upstreams.release(this.backend)
+    this.deps.upstreams.release(this.backend, this)
   }
 }
 
@@ -147,8 +149,5 @@ export function relay(request: FastifyRequest, reply: FastifyReply, outgoing: Ou
   }
   request.gatewayUpstreamAt = performance.now()
   const exchange = new Exchange(request, reply, backend, outgoing.route, deps)
-  backend.pool.dispatch(
-    { path: outgoing.path, method: request.method as Dispatcher.HttpMethod, headers: outgoing.headers, body: outgoing.body ?? null },
-    exchange,
-  )
+  backend.dispatch({ path: outgoing.path, method: request.method as Dispatcher.HttpMethod, headers: outgoing.headers, body: outgoing.body ?? null }, exchange)
 }
