@@ -14,8 +14,9 @@
  * picks is busy) and learns of a free one from a `drain` event after every
  * answer. With 50 requests in flight, the connections alone cost 0.85–0.87 ×
  * the CPU per request of the `Pool` (medians of 24 alternating turns): about
- * 2–3 % of the gateway's CPU per request at saturation. A connection that could not
- * connect is dropped, as the `Pool` drops it, and a new one made when needed.
+ * 2–3 % of the gateway's CPU per request at saturation. A connection that
+ * could not connect is dropped, as the `Pool` drops it, and a new one made
+ * when needed.
  *
  * Transport failures are mapped in one place: too slow is 504, anything
  * else (refused, reset, closed) is 502.
@@ -72,9 +73,7 @@ export class Backend {
 
   /** Sends on a free connection, else on a new one while there are fewer than the limit, else once one is free. */
   dispatch(options: Dispatcher.DispatchOptions, exchange: UpstreamExchange): void {
-    const connection = this.closedConnection ?? this.free.pop() ?? this.open()
-    if (connection === undefined) this.waiting.push({ options, exchange })
-    else this.send(connection, options, exchange)
+    this.place(options, exchange, 'last')
   }
 
   /**
@@ -95,7 +94,7 @@ export class Backend {
     queueMicrotask(() => {
       // Retired meanwhile (its connection failed): the request takes another, or a new one, still first in line.
       if (this.connections.has(connection)) this.send(connection, next.options, next.exchange)
-      else this.dispatchFirst(next.options, next.exchange)
+      else this.place(next.options, next.exchange, 'first')
     })
   }
 
@@ -105,10 +104,12 @@ export class Backend {
     await Promise.all([this.closedConnection, ...this.connections].map((connection) => connection.close()))
   }
 
-  private dispatchFirst(options: Dispatcher.DispatchOptions, exchange: UpstreamExchange): void {
+  /** On a connection now, or in line for one: last, or first for a request that had already waited its turn. */
+  private place(options: Dispatcher.DispatchOptions, exchange: UpstreamExchange, inLine: 'first' | 'last'): void {
     const connection = this.closedConnection ?? this.free.pop() ?? this.open()
-    if (connection === undefined) this.waiting.unshift({ options, exchange })
-    else this.send(connection, options, exchange)
+    if (connection !== undefined) this.send(connection, options, exchange)
+    else if (inLine === 'last') this.waiting.push({ options, exchange })
+    else this.waiting.unshift({ options, exchange })
   }
 
   private open(): Client | undefined {
