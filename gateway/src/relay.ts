@@ -1,8 +1,8 @@
 /**
  * The last step of forwarding: one request to a backend, and its answer
  * written straight to the caller's response. The reply is taken over from
- * Fastify (hijacked) and the request goes out on a backend connection (upstream.ts)
- * with this handler, one object per request: the backend's status and
+ * Fastify (hijacked) and the request goes out on a backend connection
+ * (upstream.ts) with this handler, one object per request: the backend's status and
  * headers are written once (with the gateway's own: HSTS, x-request-id,
  * rate limits), each body chunk is written as it arrives, with backpressure both
  * ways, and nothing else is allocated per chunk. A caller that goes away
