@@ -7,6 +7,8 @@
  *    statement and 2 000 lookups of unknown keys straight through pg;
  * 2. rounds.ts: warm-key throughput and latency of every target, rounds
  *    interleaved, with CPU per request, RSS and (gateway) store round trips;
+ *    then paired.ts: the bare proxy with the gateway, and with the no-check
+ *    forwarder (the ceiling), each pair at saturation in turn;
  * 3. side-by-side.ts: CPU per request of the bare proxy, the no-check
  *    forwarder and the gateway serving the same load at the same time;
  * 4. cold-paths.ts: first use of keys held only by Redis, or only by Postgres;
@@ -171,6 +173,10 @@ async function main(): Promise<void> {
       `paired: ${pairedRun.targets.map((t) => `${t.name} ${t.perSecond.toFixed(0)} req/s p99 ${t.p99Ms.toFixed(2)} ms`).join(', ')}; throughput ratio ${pairedRun.throughputRatio.toFixed(2)}`,
     )
 
+    progress(`paired at saturation, the ceiling: ${BARE} and ${NO_CHECKS} in turn, ${SLICE_MS} ms at a time, ${settings.pairedSeconds} s each`)
+    const ceiling = await paired(bareTarget, noChecksTarget, settings.pairedSeconds, settings.connections)
+    progress(`ceiling: throughput ratio ${ceiling.throughputRatio.toFixed(2)}`)
+
     progress(`side by side: ${settings.sideWindows} windows of the same load on ${BARE}, ${NO_CHECKS} and ${GATEWAY} at once`)
     const side = await sideBySide([bareTarget, noChecksTarget, gatewayTarget], settings.sideWindows, progress)
 
@@ -191,6 +197,7 @@ async function main(): Promise<void> {
       notes,
       rounds,
       paired: pairedRun,
+      ceiling,
       side,
       million,
       cold,

@@ -41,6 +41,8 @@ export interface Run {
   notes: string[]
   rounds: RoundSample[]
   paired: Paired
+  /** The bare proxy and the no-check forwarder, paired the same way. */
+  ceiling: Paired
   side: SideBySide
   million: MillionKeys
   cold: ColdPaths
@@ -73,7 +75,7 @@ function table(header: string[], rows: string[][]): string {
 export function buildReport(run: Run): Report {
   const { million, soak, flood, side } = run
   const checks: Check[] = [
-    ...warmChecks(run.paired, run.rounds),
+    ...warmChecks(run.paired, run.ceiling, run.rounds),
     {
       name: 'gateway / bare proxy CPU per request, side by side',
       value: `${side.medians[GATEWAY]!.ratio.toFixed(2)} ×`,
@@ -155,28 +157,33 @@ export function markdown(report: Report, jsonFile: string): string {
       ]),
     ),
   )
-  const { paired } = report
+  const { paired, ceiling } = report
   out.push('', '## Warm key, paired at saturation', '')
   out.push(
-    `The ${paired.targets[0].name} and the ${paired.targets[1].name} at saturation in turn, in slices of ${paired.sliceMs} ms ordered A B B A, ` +
-      `${paired.slices} slices in all, ${paired.connections} keep-alive connections each: the machine's drift reaches both alike. ` +
-      `Throughput ratio: the median over the ${paired.groupRatios.length} groups of four slices (range ${times(Math.min(...paired.groupRatios))}–${times(Math.max(...paired.groupRatios))}); ` +
-      `p99 ratio: over all the slices.`,
+    `Two targets at a time at saturation in turn, in slices of ${paired.sliceMs} ms ordered A B B A, ` +
+      `${paired.slices} slices per pair, ${paired.connections} keep-alive connections each: the machine's drift reaches both alike. ` +
+      `Throughput ratio: the median over the groups of four slices of the second's requests/s ÷ the first's; p99 ratio: over all the slices. ` +
+      `First the ${paired.targets[0].name} and the ${paired.targets[1].name} (the targets), then the ${ceiling.targets[0].name} and the ${ceiling.targets[1].name} ` +
+      `(the ceiling: the gateway's transport with no checks on it).`,
     '',
   )
   out.push(
     table(
-      ['target', 'req/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'CPU µs/req', 'requests', 'non-200'],
-      paired.targets.map((t) => [
-        t.name,
-        whole(t.perSecond),
-        ms(t.p50Ms),
-        ms(t.p99Ms),
-        ms(t.p999Ms),
-        t.cpuUsPerRequest.toFixed(0),
-        whole(t.requests),
-        whole(non200(t.statuses)),
-      ]),
+      ['pair', 'target', 'req/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'CPU µs/req', 'requests', 'non-200', 'throughput ratio (range over groups)'],
+      [paired, ceiling].flatMap((pair, index) =>
+        pair.targets.map((t, second) => [
+          index === 0 ? 'targets' : 'ceiling',
+          t.name,
+          whole(t.perSecond),
+          ms(t.p50Ms),
+          ms(t.p99Ms),
+          ms(t.p999Ms),
+          t.cpuUsPerRequest.toFixed(0),
+          whole(t.requests),
+          whole(non200(t.statuses)),
+          second === 0 ? '' : `${times(pair.throughputRatio)} (${times(Math.min(...pair.groupRatios))}–${times(Math.max(...pair.groupRatios))})`,
+        ]),
+      ),
     ),
   )
   out.push('', '## Targets', '')
