@@ -1,11 +1,12 @@
 /**
  * The warm-key targets' measurement: the bare proxy and the gateway at
  * saturation in turn, half a second at a time (paired-load.ts), for
- * BENCH_PAIRED_SECONDS each. Throughput ratio: the median over groups of four
- * slices (A B B A) of the gateway's requests/s ÷ the bare proxy's; p99 ratio:
- * the gateway's p99 over all its slices ÷ the bare proxy's. CPU per request:
- * each process's CPU over the whole run ÷ its requests (a target waiting for
- * its turn spends next to nothing).
+ * BENCH_PAIRED_SECONDS each; then the same with the no-check forwarder in
+ * the gateway's place (the ceiling). Throughput ratio: the median over
+ * groups of four slices (A B B A) of the second target's requests/s ÷ the
+ * bare proxy's; p99 ratio: the second's p99 over all its slices ÷ the bare
+ * proxy's. CPU per request: each process's CPU over the whole run ÷ its
+ * requests (a target waiting for its turn spends next to nothing).
  */
 import type { Target } from './measure.js'
 import { PATH } from './measure.js'
@@ -25,19 +26,20 @@ export interface Paired {
   sliceMs: number
   slices: number
   connections: number
-  /** The bare proxy, then the gateway. */
+  /** The bare proxy, then the other target. */
   targets: [PairedTarget, PairedTarget]
   groupRatios: number[]
   throughputRatio: number
   p99Ratio: number
 }
 
-export async function paired(bare: Target, gateway: Target, secondsEach: number, connections: number): Promise<Paired> {
+/** `bare` first, then `other` (the gateway, or the no-check forwarder). */
+export async function paired(bare: Target, other: Target, secondsEach: number, connections: number): Promise<Paired> {
   // Slices per target rounded up to an even number, so that the groups of four are whole.
   const slices = 4 * Math.max(1, Math.ceil((secondsEach * 1000) / SLICE_MS / 2))
-  const both = [bare, gateway] as const
+  const both = [bare, other] as const
   const spec: PairedSpec = {
-    targets: [bare, gateway].map((target) => ({ url: `${target.origin}${PATH}`, headers: target.headers })) as PairedSpec['targets'],
+    targets: [bare, other].map((target) => ({ url: `${target.origin}${PATH}`, headers: target.headers })) as PairedSpec['targets'],
     connections,
     sliceMs: SLICE_MS,
     slices,
