@@ -3,7 +3,8 @@
  * (AGENCY_SERVICE_TLS_* / RESOURCE_SERVICE_TLS_*, a certificate of a
  * throw-away CA) and the gateway reaches them over https:// upstreams that
  * name that CA (`tls.caFile`): API routes of both backends and the console
- * work; a gateway told to trust another CA gets nothing through (502). And
+ * work; a gateway told to trust another CA, or to expect another name, gets
+ * nothing through (502), and a request refused so holds nothing. And
  * the API listener itself: on TLS 1.2 a client offering only CBC-SHA1 suites
  * or suites without ECDHE fails the handshake, one offering ECDHE with GCM or
  * ChaCha20-Poly1305 succeeds (while a default Node server accepts them all).
@@ -73,6 +74,30 @@ t.test('a gateway that trusts another CA reaches no backend (502), never forward
   const api = httpsClient(t, replica.port, stack.cert)
   t.equal((await api.request('/v1/agents', { headers: { 'x-api-key': subKey.key } })).status, 502)
   t.equal((await api.request('/console/sign-in')).status, 502)
+})
+
+t.test('a backend whose certificate names another host: every request 502, none holds a connection, and the replica still stops', async (t) => {
+  // Right CA, wrong name: undici's Client would count such a request as running for ever and never send
+  // another (upstream.ts drops the connection instead). One connection and one waiting place: a request stuck
+  // on either would turn the next ones into 503s or leave them hanging, and keep the replica from closing.
+  const routes = join(dir, 'routes-misnamed.yaml')
+  writeFileSync(
+    routes,
+    `routes:
+  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "https://127.0.0.1:${stack.backends.resourcePort}", tls: { caFile: "${stack.backendCaFile!}", serverName: "elsewhere.example" } }
+`,
+  )
+  const replica = await stack.startReplica({ ROUTES_FILE: routes, GATEWAY_UPSTREAM_CONNECTIONS: '1', GATEWAY_UPSTREAM_QUEUE: '1' })
+  const api = httpsClient(t, replica.port, stack.cert)
+  const get = async (): Promise<number> => (await api.request('/v1/agents', { headers: { 'x-api-key': subKey.key } })).status
+  for (let i = 0; i < 4; i++) t.equal(await get(), 502, `request ${i + 1}, one at a time: 502`)
+  const together = await Promise.all(Array.from({ length: 8 }, get))
+  t.ok(
+    together.every((status) => status === 502 || status === 503),
+    `eight at once: 502, or 503 past the connection and its queue (${together.join(' ')})`,
+  )
+  t.equal(await get(), 502, 'and then one more: 502, not 503 (nothing left holding the connection or its queue)')
+  t.equal(await replica.stop('SIGTERM'), 0, 'the replica stops cleanly (its upstream connections close)')
 })
 
 interface Handshake {
