@@ -120,22 +120,32 @@ class Gate {
     const target = this.admit(request)
     if (typeof target === 'string') return this.refuseEarly(request, reply, target, client, null)
     if (!isForwardedMethod(request.method)) return this.refuseEarly(request, reply, 'method-not-allowed', client, target)
-    // 2 (the route is matched once, here, and told to a key's holder only at 4)
+    // 2 (the route is matched once, here, and told to a key's holder only at 4, in decide)
     const route = matchRoute(this.options.routes, target.path)
     const passed = passWithoutKey(request, client, target, route)
     if (passed !== undefined) {
       request.gateway = passed
       return done()
     }
-    // 3, then 4–6 once the key's state is known (afterKey)
+    // 3: the key, in memory (the hot path: synchronous), else past its checksum and the throttle, from the stores
     const key = extractApiKey(request.raw.rawHeaders)
     if (!key.ok) return this.refuseEarly(request, reply, key.reason, client, target)
     const hash = hashKey(key.key)
     const generation = this.options.verifier.generation
     const cached = this.options.verifier.cached(hash, performance.now())
     if (cached !== undefined) return this.afterKey(request, reply, done, this.decide(client, target, route, hash, generation, cached))
-    this.lookUp(request, reply, client, target, key.key, hash, (state) =>
-      this.afterKey(request, reply, done, this.decide(client, target, route, hash, generation, state)),
+    // Only keys that passed this check ever reach a store, so none that fails it is in memory (found or
+    // not found): checking it after the lookup refuses exactly the same keys, without a CRC per request.
+    if (!hasValidChecksum(key.key)) return this.refuseEarly(request, reply, 'malformed', client, target)
+    // Only a request that needs a store lookup is throttled: keys verified in memory keep working.
+    const throttled = this.options.throttle.check(client)
+    if (throttled.blocked) return this.refuseThrottled(request, reply, client, target, throttled.retryAfterSeconds)
+    this.options.verifier.verify(hash, client).then(
+      (state) => this.afterKey(request, reply, done, this.decide(client, target, route, hash, generation, state)),
+      (error: unknown) => {
+        this.options.log.error({ err: error }, 'key verification failed')
+        this.refuseEarly(request, reply, 'unavailable', client, target)
+      },
     )
   }
 
@@ -145,34 +155,6 @@ class Gate {
     const url = request.raw.url ?? ''
     if (url.length > MAX_REQUEST_TARGET) return 'uri-too-long'
     return normalizeRequestTarget(url) ?? 'bad-path'
-  }
-
-  /** 3, past the in-process cache: the checksum, the failed-authentication throttle, then the stores. */
-  private lookUp(
-    request: FastifyRequest,
-    reply: FastifyReply,
-    client: string,
-    target: RequestTarget,
-    key: string,
-    hash: string,
-    then: (state: Verification) => void,
-  ): void {
-    // Only keys that passed this check ever reach a store, so none that fails it is in memory (found or
-    // not found): checking it after the lookup refuses exactly the same keys, without a CRC per request.
-    if (!hasValidChecksum(key)) return this.refuseEarly(request, reply, 'malformed', client, target)
-    // Only a request that needs a store lookup is throttled: keys verified in memory keep working.
-    const check = this.options.throttle.check(client)
-    if (check.blocked) {
-      request.gateway = new Refused(client, target)
-      this.options.metrics.countThrottled('failed-auth')
-      const { limit, windowMs } = this.options.throttle
-      refuse(request, reply, 'throttled', failedAuthHeaders(limit, Math.round(windowMs / 1000), check.retryAfterSeconds))
-      return
-    }
-    this.options.verifier.verify(hash, client).then(then, (error: unknown) => {
-      this.options.log.error({ err: error }, 'key verification failed')
-      this.refuseEarly(request, reply, 'unavailable', client, target)
-    })
   }
 
   /** 3–5 once the key's state is known: its own limits, the route, the scope (authorize). */
@@ -234,6 +216,14 @@ class Gate {
     decision.limit = taken.kind
     this.options.metrics.countThrottled(taken.kind)
     refuse(request, reply, 'rate-limited', { 'retry-after': retryAfter(taken.retryAfterSeconds) })
+  }
+
+  /** 3: a client over its failed-authentication allowance, with the throttle's RateLimit headers. */
+  private refuseThrottled(request: FastifyRequest, reply: FastifyReply, client: string, target: RequestTarget, retryAfterSeconds: number): void {
+    request.gateway = new Refused(client, target)
+    this.options.metrics.countThrottled('failed-auth')
+    const { limit, windowMs } = this.options.throttle
+    refuse(request, reply, 'throttled', failedAuthHeaders(limit, Math.round(windowMs / 1000), retryAfterSeconds))
   }
 
   private refuseEarly(request: FastifyRequest, reply: FastifyReply, outcome: Refusal, client: string, target: RequestTarget | null): void {
