@@ -3,8 +3,8 @@
  * listener (api-server.ts: the gate, then the forwarder), the plain-HTTP
  * refusal listener and the operations listener, with one lifecycle:
  * start (keys first, then the listeners), and close (drain the API, then
- * stop the keys, then release the pools). Usable in-process (tests, on port
- * 0) and by main.ts.
+ * close the upstream connections, stop the keys, end the database pool).
+ * Usable in-process (tests, on port 0) and by main.ts.
  */
 import { randomBytes } from 'node:crypto'
 import type { Server } from 'node:http'
@@ -20,6 +20,8 @@ import { createLogger } from '@scoped/shared/logger'
 import { createRedis } from '@scoped/shared/redis'
 import { buildApiServer } from './api-server.js'
 import type { GatewayConfig } from './config.js'
+import type { ForwarderOptions } from './forwarder.js'
+import type { GateOptions } from './gate.js'
 import type { RequestLogger } from './request-log.js'
 import { createRequestLogger } from './request-log.js'
 import type { KeyLayer, RedisClients } from './key-layer.js'
@@ -82,6 +84,23 @@ function listen(server: Server, port: number, host: string): Promise<void> {
   })
 }
 
+/** What the gate and the forwarder work with. */
+function requestPath(
+  config: GatewayConfig,
+  keys: KeyLayer,
+  upstreams: Upstreams,
+  metrics: GatewayMetrics,
+  log: Logger,
+  isDraining: () => boolean,
+): { gate: GateOptions; forwarder: ForwarderOptions } {
+  const { routes, trustedProxies, audienceSecrets, bodyLimit } = config
+  const { verifier, lastUse, throttle, limiter } = keys
+  return {
+    gate: { routes, verifier, lastUse, throttle, limiter, trustedProxies, metrics, log, isDraining },
+    forwarder: { upstreams, audienceSecrets, verifier, bodyLimit, bodyTimeoutMs: config.deadlines.body, metrics, log, isDraining },
+  }
+}
+
 export async function buildGateway(deps: GatewayDeps): Promise<Gateway> {
   const { config, log, pool, redis } = deps
   const metrics = new GatewayMetrics(config.routes)
@@ -96,27 +115,7 @@ export async function buildGateway(deps: GatewayDeps): Promise<Gateway> {
     log,
     requestLog: deps.requestLog,
     metrics,
-    gate: {
-      routes: config.routes,
-      verifier: keys.verifier,
-      lastUse: keys.lastUse,
-      throttle: keys.throttle,
-      limiter: keys.limiter,
-      trustedProxies: config.trustedProxies,
-      metrics,
-      log,
-      isDraining,
-    },
-    forwarder: {
-      upstreams,
-      audienceSecrets: config.audienceSecrets,
-      verifier: keys.verifier,
-      bodyLimit: config.bodyLimit,
-      bodyTimeoutMs: config.deadlines.body,
-      metrics,
-      log,
-      isDraining,
-    },
+    ...requestPath(config, keys, upstreams, metrics, log, isDraining),
   })
   const plain = createPlainHttpServer(log, metrics)
   // Ready: Postgres answers and this replica is current with the invalidation log (Redis only speeds revocation up).
@@ -144,29 +143,38 @@ export async function buildGateway(deps: GatewayDeps): Promise<Gateway> {
     },
     async close() {
       draining = true
-      // An idle keep-alive connection may already carry a request not yet read (a busy event loop, a request
-      // sent as the signal came): Node's server.close() (and Fastify's) would destroy it at once, and its
-      // client would see a reset. Idle connections get IDLE_GRACE_MS instead: a request arriving meanwhile is
-      // answered (503 draining, `Connection: close`); only those still idle after it are closed.
-      const closeIdleConnections = api.server.closeIdleConnections.bind(api.server)
-      api.server.closeIdleConnections = () => undefined
-      const idleGrace = setTimeout(closeIdleConnections, IDLE_GRACE_MS)
-      idleGrace.unref()
-      const deadline = setTimeout(() => {
-        log.warn('in-flight requests did not finish in time; closing their connections')
-        api.server.closeAllConnections()
-      }, DRAIN_DEADLINE_MS)
-      deadline.unref()
-      plain.closeAllConnections()
-      await Promise.all([api.close(), new Promise<void>((resolve) => plain.close(() => resolve()))])
-      clearTimeout(idleGrace)
-      clearTimeout(deadline)
+      await drainListeners(api, plain, log)
       await upstreams.close()
       await keys.stop()
       await pool.end()
       await operations.close()
     },
   }
+}
+
+/**
+ * Stops the API and plain-HTTP listeners, letting in-flight requests finish
+ * within DRAIN_DEADLINE_MS. An idle keep-alive connection may already carry a
+ * request not yet read (a busy event loop, a request sent as the signal
+ * came): Node's server.close() (and Fastify's) would destroy it at once, and
+ * its client would see a reset. Idle connections get IDLE_GRACE_MS instead: a
+ * request arriving meanwhile is answered (503 draining, `Connection: close`);
+ * only those still idle after it are closed.
+ */
+async function drainListeners(api: FastifyInstance, plain: Server, log: Logger): Promise<void> {
+  const closeIdleConnections = api.server.closeIdleConnections.bind(api.server)
+  api.server.closeIdleConnections = () => undefined
+  const idleGrace = setTimeout(closeIdleConnections, IDLE_GRACE_MS)
+  idleGrace.unref()
+  const deadline = setTimeout(() => {
+    log.warn('in-flight requests did not finish in time; closing their connections')
+    api.server.closeAllConnections()
+  }, DRAIN_DEADLINE_MS)
+  deadline.unref()
+  plain.closeAllConnections()
+  await Promise.all([api.close(), new Promise<void>((resolve) => plain.close(() => resolve()))])
+  clearTimeout(idleGrace)
+  clearTimeout(deadline)
 }
 
 /** Creates the dependencies from the configuration and builds the gateway (not yet listening). */

@@ -142,3 +142,23 @@ export function clientAddress(peer: string, forwardedFor: string | string[] | un
   }
   return current
 }
+
+/**
+ * Each request's client address, as the gate derives it: the TCP peer,
+ * normalized once per connection rather than per request, and
+ * X-Forwarded-For read only when that peer is a trusted proxy.
+ */
+export class ClientAddresses {
+  private readonly peers = new WeakMap<object, string>()
+
+  constructor(private readonly trusted: TrustedProxies) {}
+
+  of(socket: { readonly remoteAddress?: string | undefined }, forwardedFor: string | string[] | undefined): string {
+    let peer = this.peers.get(socket)
+    if (peer === undefined) {
+      peer = clientAddress(socket.remoteAddress ?? '', undefined, this.trusted)
+      this.peers.set(socket, peer)
+    }
+    return forwardedFor === undefined || !this.trusted.has(peer) ? peer : clientAddress(socket.remoteAddress ?? '', forwardedFor, this.trusted)
+  }
+}

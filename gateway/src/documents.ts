@@ -21,7 +21,6 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import type {} from './request-state.js'
 
 export const OPENAPI_PATH = '/openapi.json'
 export const DOCS_PATH = '/docs'
@@ -112,7 +111,6 @@ async function documents(app: FastifyInstance, options: DocumentsOptions): Promi
   })
 
   function answer(request: FastifyRequest, reply: FastifyReply, type: string, etag: string, cache: string): boolean {
-    request.gatewayOutcome = 'document'
     reply
       .header('content-type', type)
       .header('etag', etag)

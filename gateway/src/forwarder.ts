@@ -1,47 +1,53 @@
 /**
  * Forwarding, after the gate has decided. One catch-all route; the gateway
  * routes once, itself (gate.ts), and forwards exactly the path it authorized
- * to the route's upstream, through bounded undici pools (upstream.ts).
+ * to the route's upstream, on the gateway's own bounded set of keep-alive
+ * connections (upstream.ts), as the gate's decision (request-state.ts) says.
  *
  * Every body is read completely at the gateway, within the body deadline and
  * the body limit, before a backend connection is used: a slow client holds
  * only its own connection, never a backend's. Then, on API routes:
- *   1. the key is checked again if anything was invalidated while the body
- *      arrived (a key revoked meanwhile gets 401 and nothing is forwarded);
- *   2. a JSON body loses its tenant fields (json-body.ts); others go as they are;
+ *   1. the key is checked again (authorize, as the gate did) if anything was
+ *      invalidated while the body arrived or its expiry has passed since (a
+ *      key revoked meanwhile gets 401 and nothing is forwarded);
+ *   2. a JSON body loses its tenant fields (json-body.ts), the query its
+ *      tenant parameters (tenant-stripping.ts); others go as they are;
  *   3. the tenant headers are signed for the route's audience, over the
  *      method, the path with the stripped query, a fresh nonce and the
  *      body's content-digest, at this moment.
- * Console routes (`auth: session`) get the raw body, no tenant headers, and
- * their cookies. Every route gets `x-forwarded-for` (the client address the
- * gateway derived), `x-forwarded-host`, `x-forwarded-proto` and `x-request-id`.
+ * Console routes (`auth: session`) get the raw body and query, no tenant
+ * headers, and their cookies. Every route gets `x-forwarded-for` (the client
+ * address the gateway derived), `x-forwarded-host`, `x-forwarded-proto` and
+ * `x-request-id`.
  */
 import { randomBytes } from 'node:crypto'
 import { PassThrough } from 'node:stream'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, preParsingHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import { ApiError } from '@scoped/shared/errors'
 import { HmacSha256 } from '@scoped/shared/hmac-sha256'
 import type { Logger } from '@scoped/shared/logger'
 import { appendTenantHeaders, CONTENT_DIGEST_HEADER, contentDigest, EMPTY_CONTENT_DIGEST } from '@scoped/shared/tenant-signature'
+import type { HeaderList } from './forward-headers.js'
 import { callerHeaders } from './forward-headers.js'
-import { FORWARDED_METHODS } from './gate.js'
+import { authorize, FORWARDED_METHODS } from './gate.js'
 import { isJsonContentType, prepareJsonBody } from './json-body.js'
-import { isExpired, keyPolicyRefusal } from './key-policy.js'
-import type { KeyVerifier } from './key-verifier.js'
+import { isExpired } from './key-policy.js'
+import type { Verifier } from './key-verifier.js'
 import type { GatewayMetrics } from './metrics.js'
 import { pathWithQuery } from './request-path.js'
+import type { ForwardedDecision, KeyDecision, SessionDecision } from './request-state.js'
 import type { RelayDeps } from './relay.js'
 import { relay } from './relay.js'
 import { refuse } from './respond.js'
-import type { ScopedRoute } from './route-map.js'
+import { stripTenantQuery } from './tenant-stripping.js'
 import type { Upstreams } from './upstream.js'
 
 export interface ForwarderOptions {
   upstreams: Upstreams
   /** The signing secret of each audience of the route map. */
   audienceSecrets: ReadonlyMap<string, Buffer>
-  verifier: KeyVerifier
+  verifier: Verifier
   bodyLimit: number
   /** From the end of the headers until the body is complete. */
   bodyTimeoutMs: number
@@ -59,23 +65,17 @@ function nextNonce(): string {
   return `${NONCE_PREFIX}-${(nonceCounter++).toString(36)}`
 }
 
-async function forwarder(app: FastifyInstance, options: ForwarderOptions): Promise<void> {
-  const { upstreams, verifier, metrics, log, isDraining } = options
-  // Each audience's MAC key made once (its padded blocks), not for every signature (hmac-sha256.ts).
-  const signingKeys = new Map([...options.audienceSecrets].map(([audience, secret]) => [audience, new HmacSha256(secret)]))
-
-  // Every body is read whole, as bytes; what it means is decided per route in the handler.
-  app.removeAllContentTypeParsers()
-  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: options.bodyLimit }, (_request, body, done) => done(null, body))
-
-  // The body deadline: a body still arriving after it is refused (408 in the envelope) and its connection
-  // closed. The body is read through a pass-through that the deadline ends with an error: destroying
-  // Node's request itself would destroy the socket before the 408 could be written. The deadline ends
-  // with the body, and also with the response: a request answered before its body was read (413 once the
-  // body passed the limit) leaves the pass-through open, and the deadline must not fire on it then. The
-  // pass-through's errors are for the body parser; once it has stopped listening they are nobody's, and an
-  // error event without a listener would end the process.
-  app.addHook('preParsing', (request, reply, payload, done) => {
+/**
+ * The body deadline: a body still arriving after it is refused (408 in the envelope) and its connection
+ * closed. The body is read through a pass-through that the deadline ends with an error: destroying
+ * Node's request itself would destroy the socket before the 408 could be written. The deadline ends
+ * with the body, and also with the response: a request answered before its body was read (413 once the
+ * body passed the limit) leaves the pass-through open, and the deadline must not fire on it then. The
+ * pass-through's errors are for the body parser; once it has stopped listening they are nobody's, and an
+ * error event without a listener would end the process.
+ */
+function bodyDeadline(timeoutMs: number): preParsingHookHandler {
+  return (request, reply, payload, done) => {
     if (request.headers['content-length'] === undefined && request.headers['transfer-encoding'] === undefined) {
       done(null, payload)
       return
@@ -88,29 +88,27 @@ async function forwarder(app: FastifyInstance, options: ForwarderOptions): Promi
       payload.unpipe(guarded)
       reply.header('connection', 'close')
       guarded.destroy(new ApiError('requestTimeout'))
-    }, options.bodyTimeoutMs)
+    }, timeoutMs)
     const clear = (): void => clearTimeout(timer)
     guarded.once('end', clear).once('close', clear)
     reply.raw.once('close', clear)
     done(null, guarded)
-  })
-
-  /** Whether the key's verification still stands: nothing was invalidated since, and its own expiry has not passed. */
-  function stillCurrent(request: FastifyRequest): boolean {
-    return verifier.generation === request.gatewayGeneration && !isExpired(request.gatewayKeyExpiresAt, Date.now())
   }
+}
 
-  /** Checks the key again (the cache changed while the body arrived, or its expiry passed); false when the request was refused. */
-  async function checkAgain(request: FastifyRequest, reply: FastifyReply): Promise<boolean> {
-    const hash = request.gatewayKeyHash!
-    const state = verifier.cached(hash, performance.now()) ?? (await verifier.verify(hash, request.gatewayClient))
-    const refusal = state.status === 'active' ? keyPolicyRefusal(state, Date.now(), request.gatewayClient) : state.status
-    if (refusal === undefined) return true
-    refuse(request, reply, refusal)
-    return false
+function bodyOf(request: FastifyRequest): Buffer | undefined {
+  return Buffer.isBuffer(request.body) ? request.body : undefined
+}
+
+class Forwarder {
+  /** Each audience's MAC key made once (its padded blocks), not for every signature (hmac-sha256.ts). */
+  private readonly signingKeys: ReadonlyMap<string, HmacSha256>
+  private readonly relayDeps: RelayDeps
+
+  constructor(private readonly options: ForwarderOptions) {
+    this.signingKeys = new Map([...options.audienceSecrets].map(([audience, secret]) => [audience, new HmacSha256(secret)]))
+    this.relayDeps = { upstreams: options.upstreams, metrics: options.metrics, log: options.log, isDraining: options.isDraining }
   }
-
-  const relayDeps: RelayDeps = { upstreams, metrics, log, isDraining }
 
   /**
    * The handler. Synchronous unless the key must be checked again: the usual
@@ -118,59 +116,94 @@ async function forwarder(app: FastifyInstance, options: ForwarderOptions): Promi
    * answers (or hands the reply to the relay) itself and returns nothing, so
    * Fastify has nothing left to send.
    */
-  function forward(request: FastifyRequest, reply: FastifyReply): undefined | Promise<undefined> {
-    if (request.gatewayRoute!.auth === 'key' && !stillCurrent(request)) {
-      return checkAgain(request, reply).then((authorized) => {
-        if (authorized) send(request, reply)
+  readonly forward = (request: FastifyRequest, reply: FastifyReply): undefined | Promise<undefined> => {
+    const decision = request.gateway
+    if (decision?.kind === 'session') return this.sendSession(request, reply, decision)
+    // The gate passes nothing else to this route (refusals are answered in its hook, documents have routes of their own).
+    if (decision?.kind !== 'key') throw new Error('a request reached the forwarder without a decision to forward it')
+    if (this.stillCurrent(decision)) return this.sendWithKey(request, reply, decision)
+    return this.checkAgain(request, reply, decision).then((authorized) => (authorized ? this.sendWithKey(request, reply, decision) : undefined))
+  }
+
+  /** Whether the key's verification still stands: nothing was invalidated since, and its own expiry has not passed. */
+  private stillCurrent(decision: KeyDecision): boolean {
+    return this.options.verifier.generation === decision.generation && !isExpired(decision.key.expiresAt, Date.now())
+  }
+
+  /** The key checked again, as the gate checks it (authorize); false when the request was refused. */
+  private async checkAgain(request: FastifyRequest, reply: FastifyReply, decision: KeyDecision): Promise<boolean> {
+    const { verifier } = this.options
+    const state = verifier.cached(decision.hash, performance.now()) ?? (await verifier.verify(decision.hash, decision.client))
+    const outcome = authorize(decision.route, state, Date.now(), decision.client)
+    if (outcome === 'valid') return true
+    refuse(request, reply, outcome)
+    return false
+  }
+
+  /** A key's request: its JSON body and its query without tenant fields, the tenant headers signed for the route's backend. */
+  private sendWithKey(request: FastifyRequest, reply: FastifyReply, decision: KeyDecision): undefined {
+    let body = bodyOf(request)
+    if (body !== undefined && isJsonContentType(request.headers['content-type'])) {
+      const prepared = prepareJsonBody(body)
+      if (!prepared.ok) {
+        refuse(request, reply, prepared.outcome)
         return undefined
-      })
+      }
+      body = prepared.body
     }
-    send(request, reply)
+    const path = pathWithQuery(decision.target.path, stripTenantQuery(decision.target.query))
+    const headers = callerHeaders(request.raw.rawHeaders, false)
+    this.sign(headers, request.method, path, body, decision)
+    return this.send(request, reply, decision, path, headers, body)
+  }
+
+  /** A console request: its body and query as they came, its cookies, no tenant headers. */
+  private sendSession(request: FastifyRequest, reply: FastifyReply, decision: SessionDecision): undefined {
+    const body = bodyOf(request)
+    const headers = callerHeaders(request.raw.rawHeaders, true)
+    if (body !== undefined) headers.push(CONTENT_DIGEST_HEADER, contentDigest(body))
+    return this.send(request, reply, decision, pathWithQuery(decision.target.path, decision.target.query), headers, body)
+  }
+
+  private sign(headers: HeaderList, method: string, path: string, body: Buffer | undefined, decision: KeyDecision): void {
+    const { audience } = decision.route
+    const signingKey = this.signingKeys.get(audience)
+    // Checked at start (config.ts): every audience of the route map has a secret.
+    if (signingKey === undefined) throw new Error(`no signing secret for the audience ${audience}`)
+    const digest = body === undefined ? EMPTY_CONTENT_DIGEST : contentDigest(body)
+    appendTenantHeaders(
+      headers,
+      signingKey,
+      { method, pathWithQuery: path, audience, contentDigest: digest, nonce: nextNonce() },
+      decision.tenant,
+      Date.now() / 1000,
+    )
+  }
+
+  /** The headers every forwarded request carries, then the relay. */
+  private send(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    decision: ForwardedDecision,
+    path: string,
+    headers: HeaderList,
+    body: Buffer | undefined,
+  ): undefined {
+    if (body !== undefined) headers.push('content-length', String(body.length))
+    headers.push('x-request-id', request.id, 'x-forwarded-for', decision.client, 'x-forwarded-proto', 'https')
+    if (request.headers.host !== undefined) headers.push('x-forwarded-host', request.headers.host)
+    decision.outcome = decision.kind === 'key' ? 'forwarded' : 'session'
+    relay(request, reply, { decision, path, headers, body }, this.relayDeps)
     return undefined
   }
+}
 
-  /** Prepares what goes upstream (headers, the body as forwarded, the signature) and relays it. */
-  function send(request: FastifyRequest, reply: FastifyReply): void {
-    const route = request.gatewayRoute!
-    const api = route.auth === 'key'
-    let body = Buffer.isBuffer(request.body) ? request.body : undefined
-    const target = pathWithQuery(request.gatewayTarget!.path, request.gatewayQuery)
-    const headers = callerHeaders(request.raw.rawHeaders, !api)
-    if (api) {
-      if (body !== undefined && isJsonContentType(request.headers['content-type'])) {
-        const prepared = prepareJsonBody(body)
-        if (!prepared.ok) {
-          refuse(request, reply, prepared.outcome)
-          return
-        }
-        body = prepared.body
-      }
-      const scoped = route as ScopedRoute
-      appendTenantHeaders(
-        headers,
-        signingKeys.get(scoped.audience)!,
-        {
-          method: request.method,
-          pathWithQuery: target,
-          audience: scoped.audience,
-          contentDigest: body === undefined ? EMPTY_CONTENT_DIGEST : contentDigest(body),
-          nonce: nextNonce(),
-        },
-        request.gatewayTenant!,
-        Date.now() / 1000,
-      )
-    } else if (body !== undefined) {
-      headers.push(CONTENT_DIGEST_HEADER, contentDigest(body))
-    }
-    if (body !== undefined) headers.push('content-length', String(body.length))
-    headers.push('x-request-id', request.id, 'x-forwarded-for', request.gatewayClient, 'x-forwarded-proto', 'https')
-    if (request.headers.host !== undefined) headers.push('x-forwarded-host', request.headers.host)
-
-    request.gatewayOutcome = api ? 'forwarded' : 'session'
-    relay(request, reply, { route, path: target, headers, body }, relayDeps)
-  }
-
-  app.route({ method: [...FORWARDED_METHODS], url: '/*', handler: forward })
+async function forwarder(app: FastifyInstance, options: ForwarderOptions): Promise<void> {
+  // Every body is read whole, as bytes; what it means is decided per route in the handler.
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: options.bodyLimit }, (_request, body, done) => done(null, body))
+  app.addHook('preParsing', bodyDeadline(options.bodyTimeoutMs))
+  app.route({ method: [...FORWARDED_METHODS], url: '/*', handler: new Forwarder(options).forward })
 }
 
 export const forwarderPlugin = fp(forwarder, { name: 'gateway-forwarder', fastify: '5.x', dependencies: ['gateway-gate'] })

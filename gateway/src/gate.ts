@@ -18,6 +18,8 @@
  *   5. the scope (403);
  *   6. the rate limits (429): the route's buckets, with the key's own limit
  *      in place of the route's `key` limit when it has one.
+ * Each step answers with a refusal or lets the request on to the next; the
+ * gate's decision goes down the request as one object (request-state.ts).
  * The hook stays synchronous when the key is in the in-process cache; only a
  * cache miss waits for Redis or Postgres.
  */
@@ -27,27 +29,28 @@ import type { ActiveKeyState } from '@scoped/shared/key-state'
 import { hashKey, hasValidChecksum } from '@scoped/shared/keys'
 import type { Logger } from '@scoped/shared/logger'
 import { extractApiKey } from './api-key.js'
-import type { AuthFailureThrottle } from './auth-failure-throttle.js'
-import { rateLimitHeaders } from './auth-failure-throttle.js'
 import type { TrustedProxies } from './client-address.js'
-import { clientAddress } from './client-address.js'
+import { ClientAddresses } from './client-address.js'
 import { MAX_REQUEST_TARGET } from './config.js'
 import { isDocumentRequest } from './documents.js'
-import { bucketRefs, isLimited, rateLimitPolicy, rateLimitState } from './rate-limit-headers.js'
-import type { BucketRef, LimitDecision, RateLimiter } from './rate-limiter.js'
 import type { KeyPolicyRefusal } from './key-policy.js'
 import { keyPolicyRefusal } from './key-policy.js'
-import type { KeyVerifier, Verification } from './key-verifier.js'
+import type { Verification, Verifier } from './key-verifier.js'
 import type { LastUseRecorder } from './last-used.js'
 import type { GatewayMetrics } from './metrics.js'
 import type { Refusal } from './outcomes.js'
 import { AUTH_FAILURES } from './outcomes.js'
+import type { AuthFailureThrottle } from './rate-limit/auth-failure-throttle.js'
+import type { BucketRef } from './rate-limit/buckets.js'
+import { bucketRefs, isLimited } from './rate-limit/buckets.js'
+import { failedAuthHeaders, rateLimitPolicy, rateLimitState, retryAfter } from './rate-limit/headers.js'
+import type { LimitDecision, RateLimiter } from './rate-limit/limiter.js'
+import type { RequestTarget } from './request-path.js'
 import { normalizeRequestTarget } from './request-path.js'
-import { decorateRequestState } from './request-state.js'
+import { decorateRequestState, DocumentDecision, KeyDecision, KeyRefusal, Refused, SessionDecision } from './request-state.js'
 import { refuse, STRICT_TRANSPORT_SECURITY } from './respond.js'
-import type { RouteMap, ScopedRoute } from './route-map.js'
+import type { Route, RouteMap, ScopedRoute } from './route-map.js'
 import { matchRoute } from './route-map.js'
-import { stripTenantQuery } from './tenant-stripping.js'
 
 /** The methods the gateway forwards; any other (TRACE, QUERY, WebDAV, …) is refused with 405 before authentication. */
 export const FORWARDED_METHODS = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT'] as const
@@ -57,12 +60,14 @@ export function isForwardedMethod(method: string): boolean {
 }
 
 export type AuthOutcome = 'valid' | 'unknown' | 'revoked' | 'deleted' | KeyPolicyRefusal | 'unavailable' | 'no-route' | 'scope-mismatch'
+export type AuthRefusal = Exclude<AuthOutcome, 'valid'>
 
 /**
  * The decision for a verified (or unverifiable) key on a route: pure, and the
  * order is the spec's. The key's own limits come before any route is matched:
  * its expiry at `nowMs` (epoch ms; 401 as revoked) and its allowlist for the
- * `client` address (403).
+ * `client` address (403). 'valid' exactly when the key is active and the
+ * route is of its scope. The gate and the forwarder's second check both ask it.
  */
 export function authorize(route: ScopedRoute | undefined, verification: Verification, nowMs = Date.now(), client = ''): AuthOutcome {
   if (verification.status !== 'active') return verification.status
@@ -74,8 +79,8 @@ export function authorize(route: ScopedRoute | undefined, verification: Verifica
 
 export interface GateOptions {
   routes: RouteMap
-  verifier: KeyVerifier
-  lastUse: LastUseRecorder
+  verifier: Verifier
+  lastUse: Pick<LastUseRecorder, 'record'>
   throttle: AuthFailureThrottle
   trustedProxies: TrustedProxies
   metrics: GatewayMetrics
@@ -84,159 +89,158 @@ export interface GateOptions {
   limiter: RateLimiter
 }
 
-async function gate(app: FastifyInstance, options: GateOptions): Promise<void> {
-  const { routes, verifier, lastUse, throttle, trustedProxies, metrics, isDraining, limiter } = options
-  decorateRequestState(app)
+/** 2: the documents (their own GET and HEAD routes) and console routes need no key; undefined when the request does. */
+function passWithoutKey(
+  request: FastifyRequest,
+  client: string,
+  target: RequestTarget,
+  route: Route | undefined,
+): DocumentDecision | SessionDecision | undefined {
+  // The gateway answers the documents itself (documents.ts): nothing is forwarded.
+  if (isDocumentRequest(request, target.path)) return new DocumentDecision(client, target)
+  if (route !== undefined && route.auth === 'session') return new SessionDecision(client, target, route)
+  return undefined
+}
 
-  /** The TCP peer, normalized once per connection; X-Forwarded-For is read only when the peer is a trusted proxy. */
-  const peers = new WeakMap<object, string>()
-  function clientOf(request: FastifyRequest): string {
-    const socket = request.socket
-    let peer = peers.get(socket)
-    if (peer === undefined) {
-      peer = clientAddress(socket.remoteAddress ?? '', undefined, trustedProxies)
-      peers.set(socket, peer)
-    }
-    const forwardedFor = request.headers['x-forwarded-for']
-    return forwardedFor === undefined || !trustedProxies.has(peer) ? peer : clientAddress(socket.remoteAddress ?? '', forwardedFor, trustedProxies)
+class Gate {
+  private readonly clients: ClientAddresses
+  /** What is left of a bucket, for the RateLimit header: bound once, not per request. */
+  private readonly remaining: (ref: BucketRef) => number
+
+  constructor(private readonly options: GateOptions) {
+    this.clients = new ClientAddresses(options.trustedProxies)
+    this.remaining = (ref) => options.limiter.remaining(ref)
   }
 
-  function fail(request: FastifyRequest, reply: FastifyReply, outcome: Refusal): void {
-    if (AUTH_FAILURES.has(outcome)) throttle.recordFailure(request.gatewayClient)
-    refuse(request, reply, outcome)
-  }
-
-  function settle(
-    request: FastifyRequest,
-    reply: FastifyReply,
-    done: HookHandlerDoneFunction,
-    route: ScopedRoute | undefined,
-    hash: string,
-    verification: Verification,
-  ): void {
-    // Known for the logs and metrics even when refused (an unauthenticated caller never sees it).
-    if (route !== undefined) request.gatewayRoute = route
-    const now = Date.now()
-    const outcome = authorize(route, verification, now, request.gatewayClient)
-    if (verification.status === 'active') {
-      request.gatewayTenant = verification.tenant
-      request.gatewayKeyHash = hash
-      request.gatewayKeyExpiresAt = verification.expiresAt ?? null
-      // A use is a request the key authenticated within its own limits, whatever follows.
-      if (outcome !== 'expired' && outcome !== 'not-allowed-address') lastUse.record(verification.tenant.keyId, now, request.gatewayClient)
-    }
-    if (outcome !== 'valid') {
-      fail(request, reply, outcome)
-      return
-    }
-    request.gatewayQuery = stripTenantQuery(request.gatewayTarget!.query)
-    const scoped = route!
-    // Only an active key gets this far; its own rate limit, when it has one, replaces the route's `key` limit.
-    const key = verification as ActiveKeyState
-    if (!isLimited(scoped, key)) {
-      done()
-      return
-    }
-    // Counted before anything is forwarded: a refused request never reaches a backend.
-    const refs = bucketRefs(scoped, key)
-    const decision = limiter.take(refs)
-    if (decision instanceof Promise) {
-      decision.then(
-        (settled) => applyLimits(request, reply, done, refs, settled),
-        (error: unknown) => {
-          options.log.error({ err: error }, 'rate limit check failed')
-          refuse(request, reply, 'unavailable')
-        },
-      )
-    } else {
-      applyLimits(request, reply, done, refs, decision)
-    }
-  }
-
-  function applyLimits(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, refs: readonly BucketRef[], decision: LimitDecision): void {
-    const policy = rateLimitPolicy(refs)
-    const state = rateLimitState(refs, (ref) => limiter.remaining(ref))
-    // On the reply for an answer Fastify sends (the 429 below), on the request for the relay's (respond.ts).
-    reply.header('ratelimit-policy', policy).header('ratelimit', state)
-    request.gatewayRateLimitHeaders = ['ratelimit-policy', policy, 'ratelimit', state]
-    if (decision.allowed) {
-      done()
-      return
-    }
-    request.gatewayLimit = decision.kind
-    metrics.countThrottled(decision.kind)
-    refuse(request, reply, 'rate-limited', { 'retry-after': String(decision.retryAfterSeconds) })
-  }
-
-  app.addHook('onRequest', (request, reply, done) => {
+  /** The steps, in the order of the comment above; each either refuses or leads to the next. */
+  readonly onRequest = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
     reply.header('strict-transport-security', STRICT_TRANSPORT_SECURITY).header('x-request-id', request.id)
-    request.gatewayClient = clientOf(request)
-    if (isDraining()) {
-      refuse(request, reply, 'draining')
-      return
+    const client = this.clients.of(request.socket, request.headers['x-forwarded-for'])
+    // 0–1
+    const target = this.admit(request)
+    if (typeof target === 'string') return this.refuseEarly(request, reply, target, client, null)
+    if (!isForwardedMethod(request.method)) return this.refuseEarly(request, reply, 'method-not-allowed', client, target)
+    // 2 (the route is matched once, here, and told to a key's holder only at 4, in decide)
+    const route = matchRoute(this.options.routes, target.path)
+    const passed = passWithoutKey(request, client, target, route)
+    if (passed !== undefined) {
+      request.gateway = passed
+      return done()
     }
-    const url = request.raw.url ?? ''
-    if (url.length > MAX_REQUEST_TARGET) {
-      refuse(request, reply, 'uri-too-long')
-      return
-    }
-    const target = normalizeRequestTarget(url)
-    if (target === undefined) {
-      refuse(request, reply, 'bad-path')
-      return
-    }
-    request.gatewayTarget = target
-    if (!isForwardedMethod(request.method)) {
-      refuse(request, reply, 'method-not-allowed')
-      return
-    }
-    // The API description and its reference page (documents.ts) need no key: exactly their GET and HEAD
-    // paths pass, before the key step, and the gateway answers them itself (nothing is forwarded).
-    if (isDocumentRequest(request, target.path)) {
-      done()
-      return
-    }
-    const route = matchRoute(routes, target.path)
-    if (route !== undefined && route.auth === 'session') {
-      request.gatewayRoute = route
-      request.gatewayQuery = target.query
-      done()
-      return
-    }
-    const extracted = extractApiKey(request.raw.rawHeaders)
-    if (!extracted.ok) {
-      fail(request, reply, extracted.reason)
-      return
-    }
-    const hash = hashKey(extracted.key)
-    request.gatewayGeneration = verifier.generation
-    const cached = verifier.cached(hash, performance.now())
-    if (cached !== undefined) {
-      settle(request, reply, done, route, hash, cached)
-      return
-    }
+    // 3: the key, in memory (the hot path: synchronous), else past its checksum and the throttle, from the stores
+    const key = extractApiKey(request.raw.rawHeaders)
+    if (!key.ok) return this.refuseEarly(request, reply, key.reason, client, target)
+    const hash = hashKey(key.key)
+    const generation = this.options.verifier.generation
+    const cached = this.options.verifier.cached(hash, performance.now())
+    if (cached !== undefined) return this.afterKey(request, reply, done, this.decide(client, target, route, hash, generation, cached))
     // Only keys that passed this check ever reach a store, so none that fails it is in memory (found or
     // not found): checking it after the lookup refuses exactly the same keys, without a CRC per request.
-    if (!hasValidChecksum(extracted.key)) {
-      fail(request, reply, 'malformed')
-      return
-    }
+    if (!hasValidChecksum(key.key)) return this.refuseEarly(request, reply, 'malformed', client, target)
     // Only a request that needs a store lookup is throttled: keys verified in memory keep working.
-    const check = throttle.check(request.gatewayClient)
-    if (check.blocked) {
-      metrics.countThrottled('failed-auth')
-      const windowSeconds = Math.round(throttle.windowMs / 1000)
-      refuse(request, reply, 'throttled', rateLimitHeaders('failed-auth', throttle.limit, windowSeconds, 0, check.retryAfterSeconds))
-      return
-    }
-    verifier.verify(hash, request.gatewayClient).then(
-      (verification) => settle(request, reply, done, route, hash, verification),
+    const throttled = this.options.throttle.check(client)
+    if (throttled.blocked) return this.refuseThrottled(request, reply, client, target, throttled.retryAfterSeconds)
+    this.options.verifier.verify(hash, client).then(
+      (state) => this.afterKey(request, reply, done, this.decide(client, target, route, hash, generation, state)),
       (error: unknown) => {
-        options.log.error({ err: error }, 'key verification failed')
+        this.options.log.error({ err: error }, 'key verification failed')
+        this.refuseEarly(request, reply, 'unavailable', client, target)
+      },
+    )
+  }
+
+  /** 0–1: draining, the request target's size, its path. */
+  private admit(request: FastifyRequest): Refusal | RequestTarget {
+    if (this.options.isDraining()) return 'draining'
+    const url = request.raw.url ?? ''
+    if (url.length > MAX_REQUEST_TARGET) return 'uri-too-long'
+    return normalizeRequestTarget(url) ?? 'bad-path'
+  }
+
+  /** 3–5 once the key's state is known: its own limits, the route, the scope (authorize). */
+  private decide(
+    client: string,
+    target: RequestTarget,
+    route: Route | undefined,
+    hash: string,
+    generation: number,
+    state: Verification,
+  ): KeyDecision | KeyRefusal {
+    const scoped = route?.auth === 'key' ? route : undefined
+    const now = Date.now()
+    const outcome = authorize(scoped, state, now, client)
+    // A use is a request the key authenticated within its own limits, whatever follows.
+    if (state.status === 'active' && outcome !== 'expired' && outcome !== 'not-allowed-address') this.options.lastUse.record(state.tenant.keyId, now, client)
+    // 'valid' means an active key on a route of its scope (authorize).
+    if (outcome === 'valid') return new KeyDecision(client, target, scoped as ScopedRoute, hash, state as ActiveKeyState, generation)
+    return new KeyRefusal(client, target, scoped ?? null, hash, state, outcome)
+  }
+
+  /** The key's decision is made: refused, or on to the rate limits. */
+  private afterKey(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, decision: KeyDecision | KeyRefusal): void {
+    request.gateway = decision
+    if (decision.kind === 'key-refused') return this.fail(request, reply, decision.refusal, decision.client)
+    this.limit(request, reply, done, decision)
+  }
+
+  /** 6: counted before anything is forwarded, so a refused request never reaches a backend. */
+  private limit(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, decision: KeyDecision): void {
+    if (!isLimited(decision.route, decision.key)) return done()
+    const refs = bucketRefs(decision.route, decision.key)
+    const taken = this.options.limiter.take(refs)
+    if (!(taken instanceof Promise)) return this.applyLimits(request, reply, done, decision, refs, taken)
+    taken.then(
+      (settled) => this.applyLimits(request, reply, done, decision, refs, settled),
+      (error: unknown) => {
+        this.options.log.error({ err: error }, 'rate limit check failed')
         refuse(request, reply, 'unavailable')
       },
     )
-  })
+  }
+
+  private applyLimits(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    done: HookHandlerDoneFunction,
+    decision: KeyDecision,
+    refs: readonly BucketRef[],
+    taken: LimitDecision,
+  ): void {
+    const policy = rateLimitPolicy(refs)
+    const state = rateLimitState(refs, this.remaining)
+    // On the reply for an answer Fastify sends (the 429 below, a refused body), on the decision for the relay's (respond.ts).
+    reply.header('ratelimit-policy', policy).header('ratelimit', state)
+    decision.rateLimitPolicy = policy
+    decision.rateLimitState = state
+    if (taken.allowed) return done()
+    decision.limit = taken.kind
+    this.options.metrics.countThrottled(taken.kind)
+    refuse(request, reply, 'rate-limited', { 'retry-after': retryAfter(taken.retryAfterSeconds) })
+  }
+
+  /** 3: a client over its failed-authentication allowance, with the throttle's RateLimit headers. */
+  private refuseThrottled(request: FastifyRequest, reply: FastifyReply, client: string, target: RequestTarget, retryAfterSeconds: number): void {
+    request.gateway = new Refused(client, target)
+    this.options.metrics.countThrottled('failed-auth')
+    const { limit, windowMs } = this.options.throttle
+    refuse(request, reply, 'throttled', failedAuthHeaders(limit, Math.round(windowMs / 1000), retryAfterSeconds))
+  }
+
+  private refuseEarly(request: FastifyRequest, reply: FastifyReply, outcome: Refusal, client: string, target: RequestTarget | null): void {
+    request.gateway = new Refused(client, target)
+    this.fail(request, reply, outcome, client)
+  }
+
+  /** A refusal; a failed authentication also counts against the client's allowance. */
+  private fail(request: FastifyRequest, reply: FastifyReply, outcome: Refusal, client: string): void {
+    if (AUTH_FAILURES.has(outcome)) this.options.throttle.recordFailure(client)
+    refuse(request, reply, outcome)
+  }
+}
+
+async function gate(app: FastifyInstance, options: GateOptions): Promise<void> {
+  decorateRequestState(app)
+  app.addHook('onRequest', new Gate(options).onRequest)
 }
 
 export const gatePlugin = fp(gate, { name: 'gateway-gate', fastify: '5.x' })

@@ -13,7 +13,7 @@ import { keySchemaMissing, lookupKeyByHash } from '@scoped/shared/key-store'
 import type { Logger } from '@scoped/shared/logger'
 import type { Redis } from '@scoped/shared/redis'
 import { connectRedis } from '@scoped/shared/redis'
-import { AuthFailureThrottle } from './auth-failure-throttle.js'
+import { AuthFailureThrottle } from './rate-limit/auth-failure-throttle.js'
 import type { GatewayConfig } from './config.js'
 import { InvalidationFollower } from './invalidation-follower.js'
 import { InvalidationListener } from './invalidation-listener.js'
@@ -21,8 +21,8 @@ import { KeyCache } from './key-cache.js'
 import { KeyVerifier } from './key-verifier.js'
 import { LastUseRecorder } from './last-used.js'
 import type { GatewayMetrics } from './metrics.js'
-import { RateLimitStore } from './rate-limit-store.js'
-import { RateLimiter } from './rate-limiter.js'
+import { RedisLeaseStore } from './rate-limit/redis-store.js'
+import { RateLimiter } from './rate-limit/limiter.js'
 import { RedisKeyCache } from './redis-key-cache.js'
 
 export interface RedisClients {
@@ -104,7 +104,7 @@ export function createKeyLayer(
     onError: (error) => log.debug({ err: error }, 'failed-authentication throttle: Redis unavailable; counting in this replica'),
   })
   const limiter = new RateLimiter({
-    store: redis === null ? null : new RateLimitStore(redis.commands, prefix),
+    store: redis === null ? null : new RedisLeaseStore(redis.commands, prefix),
     replicas: () => follower.liveReplicas,
     onStoreError: (error) => log.debug({ err: error }, 'rate limits: Redis unavailable; each replica keeps its share locally'),
   })

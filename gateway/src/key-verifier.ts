@@ -19,6 +19,16 @@ import type { SharedKeyCache } from './redis-key-cache.js'
 
 export type Verification = KeyState | { status: 'unavailable' }
 
+/** What the gate and the forwarder ask of the verifier: KeyVerifier here, a fake of it in their fast tests. */
+export interface Verifier {
+  /** The key cache's generation: when it moved since a key was verified, the key is checked again before forwarding. */
+  readonly generation: number
+  /** The hot path: a state from the in-process cache, or undefined. */
+  cached(hash: string, now: number): KeyState | undefined
+  /** Past the in-process cache: Redis, then Postgres; `unavailable` when they cannot answer, never a pass. */
+  verify(hash: string, client?: string): Promise<Verification>
+}
+
 /** The source of truth (Postgres: lookupKeyByHash). */
 export interface KeyStore {
   lookup(hash: string): Promise<KeyState>
@@ -48,7 +58,7 @@ interface Flight {
   generation: number
 }
 
-export class KeyVerifier {
+export class KeyVerifier implements Verifier {
   private readonly flights = new Map<string, Flight>()
   private pending = 0
   private readonly pendingByClient = new Map<string, number>()

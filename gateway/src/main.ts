@@ -2,7 +2,7 @@
  * `npm run gateway`: one gateway replica, configured from the environment.
  * Logs "gateway ready" once every listener is up; on SIGTERM (or SIGINT) it
  * stops accepting, finishes in-flight requests, flushes last use, closes its
- * pools and exits 0.
+ * connections and exits 0.
  */
 import { runMain } from '@scoped/shared/config'
 import { launchGateway } from './app.js'

@@ -21,8 +21,8 @@ import type { Logger } from '@scoped/shared/logger'
 import type { HeaderList } from './forward-headers.js'
 import { returnedHeaders } from './forward-headers.js'
 import type { GatewayMetrics } from './metrics.js'
+import type { ForwardedDecision } from './request-state.js'
 import { forwardedAnswerHeaders, refuseRaw } from './respond.js'
-import type { Route } from './route-map.js'
 import type { Backend, UpstreamExchange, Upstreams } from './upstream.js'
 import { classifyTransportError } from './upstream.js'
 
@@ -36,7 +36,9 @@ export interface RelayDeps {
 }
 
 export interface Outgoing {
-  route: Route
+  /** The gate's decision: the route, and where the relay notes when the upstream request started. */
+  decision: ForwardedDecision
+  /** The path with the query, as forwarded. */
   path: string
   headers: HeaderList
   body: Buffer | undefined
@@ -75,7 +77,7 @@ class Exchange implements UpstreamExchange {
     private readonly request: FastifyRequest,
     private readonly reply: FastifyReply,
     private readonly backend: Backend,
-    private readonly route: Route,
+    private readonly decision: ForwardedDecision,
     private readonly deps: RelayDeps,
   ) {
     const socket = reply.raw.socket as CallerSocket | null
@@ -98,10 +100,10 @@ class Exchange implements UpstreamExchange {
   onResponseStart(_controller: DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
     // 1xx informational answers are the backend's business, not the caller's.
     if (statusCode < 200) return
-    const { reply, request, deps } = this
-    deps.metrics.observeUpstream(this.route, (performance.now() - request.gatewayUpstreamAt) / 1000)
+    const { reply, request, decision, deps } = this
+    deps.metrics.observeUpstream(decision.route, (performance.now() - decision.upstreamAt) / 1000)
     // The backend's headers, then the gateway's own (HSTS, x-request-id, rate limits) over them.
-    const out = returnedHeaders(headers, forwardedAnswerHeaders(request))
+    const out = returnedHeaders(headers, forwardedAnswerHeaders(request.id, decision))
     if (deps.isDraining()) out.push('connection', 'close')
     this.answered = true
     reply.raw.writeHead(statusCode, out)
@@ -125,7 +127,7 @@ class Exchange implements UpstreamExchange {
     if (this.answered) {
       reply.raw.destroy(error)
     } else if (!reply.raw.destroyed) {
-      deps.log.warn({ reqId: request.id, route: this.route.prefix, err: error }, 'upstream request failed')
+      deps.log.warn({ reqId: request.id, route: this.decision.route.prefix, err: error }, 'upstream request failed')
       refuseRaw(request, reply, classifyTransportError(error))
     }
     this.end()
@@ -142,12 +144,13 @@ class Exchange implements UpstreamExchange {
 /** Sends the request and answers the caller from the backend's response; the reply is hijacked. */
 export function relay(request: FastifyRequest, reply: FastifyReply, outgoing: Outgoing, deps: RelayDeps): void {
   reply.hijack()
-  const backend = deps.upstreams.acquire(outgoing.route.upstream)
+  const { decision } = outgoing
+  const backend = deps.upstreams.acquire(decision.route.upstream)
   if (backend === undefined) {
     refuseRaw(request, reply, 'upstream-busy')
     return
   }
-  request.gatewayUpstreamAt = performance.now()
-  const exchange = new Exchange(request, reply, backend, outgoing.route, deps)
+  decision.upstreamAt = performance.now()
+  const exchange = new Exchange(request, reply, backend, decision, deps)
   backend.dispatch({ path: outgoing.path, method: request.method as Dispatcher.HttpMethod, headers: outgoing.headers, body: outgoing.body ?? null }, exchange)
 }

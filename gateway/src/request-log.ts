@@ -13,7 +13,7 @@ import type { Tenant } from '@scoped/shared/tenant-signature'
 import type { GatewayMetrics } from './metrics.js'
 import type { RequestOutcome } from './outcomes.js'
 import { outcomeOfStatus } from './outcomes.js'
-import type { LimitKind } from './rate-limit-config.js'
+import type { LimitKind } from './rate-limit/config.js'
 import type {} from './request-state.js'
 
 let isoSecond = -1
@@ -33,8 +33,7 @@ export function isoTime(): string {
 /**
  * A duration in milliseconds to three decimals ("1.235", "0.050"), written
  * from two whole numbers: V8 formats a whole number from a cache, while a
- * fraction goes through its shortest-decimal algorithm, which showed in the
- * benchmark's CPU profile at a quarter of a microsecond per line.
+ * fraction goes through its shortest-decimal algorithm, on every line.
  */
 export function millisText(ms: number): string {
   if (ms < 0) return `-${millisText(-ms)}`
@@ -122,19 +121,21 @@ export function createRequestLogger(level: LogLevel, sink: LineSink): RequestLog
 
 /** The path as it may be logged: no query, at most 256 characters, nothing shaped like a key. */
 export function loggablePath(request: FastifyRequest): string {
-  const canonical = request.gatewayTarget?.path
+  const canonical = request.gateway?.target?.path
   if (canonical !== undefined) return maskForLog(canonical)
   const raw = request.raw.url ?? ''
   const q = raw.indexOf('?')
   return maskForLog(q === -1 ? raw : raw.slice(0, q))
 }
 
+/** The line and the counts, from the gate's decision (request-state.ts) and the reply, once the answer has gone out. */
 export function logRequest(log: RequestLogger, metrics: GatewayMetrics, request: FastifyRequest, reply: FastifyReply): void {
   const status = reply.statusCode
-  const outcome = request.gatewayOutcome ?? outcomeOfStatus(status)
-  // `?? null`: a request the router refused (frameworkErrors) is a bare Request, without the gateway's fields.
-  const tenant = request.gatewayTenant ?? null
-  const route = request.gatewayRoute ?? null
+  // `?? null`: a request the router refused (frameworkErrors) may be a bare Request, without the gateway's decoration.
+  const decision = request.gateway ?? null
+  const outcome = decision?.outcome ?? outcomeOfStatus(status)
+  const tenant = decision === null ? null : decision.tenant
+  const route = decision === null ? null : decision.route
   metrics.countRequest(outcome, tenant === null ? null : tenant.scope, route)
   if (!log.enabled) return
   log.write({
@@ -144,8 +145,8 @@ export function logRequest(log: RequestLogger, metrics: GatewayMetrics, request:
     route: route === null ? null : route.prefix,
     outcome,
     tenant,
-    client: request.gatewayClient ?? '',
-    limit: request.gatewayLimit ?? null,
+    client: decision === null ? '' : decision.client,
+    limit: decision?.kind === 'key' ? decision.limit : null,
     status,
     ms: Number.isFinite(reply.elapsedTime) ? reply.elapsedTime : null,
   })

@@ -23,8 +23,9 @@
  * Query rules: the query is kept byte for byte (tenant stripping aside); it may
  * hold printable ASCII except `#`, and every `%` must start a two-hex escape.
  *
- * With these rules the WHATWG URL parser (which @fastify/reply-from applies to
- * the upstream URL) leaves the path unchanged, and its own `..` guard never fires.
+ * With these rules the WHATWG URL parser leaves the path unchanged (so a
+ * backend or a proxy that parses it sees the path the gateway authorized),
+ * and a `..` guard in it never fires.
  */
 
 export interface RequestTarget {

@@ -1,56 +1,146 @@
 /**
- * What the gateway learns about a request on its way through, kept on the
- * Fastify request (declared once, with null defaults, so every request object
- * has the same shape). Every name starts with `gateway` so it cannot clash
- * with the backends' declarations (`request.tenant`) in one type-check.
+ * What the gate decided about a request, handed down as one object: the
+ * forwarder forwards from it, the relay answers from it, and the request's
+ * log line (and its metrics) read it at the end. It is one request
+ * decoration, `request.gateway`, holding one of five decisions told apart by
+ * `kind`:
+ *
+ *   refused      refused before the gate knew what the request was for: draining, the
+ *                path, the method, no usable key, the throttle, a key lookup that failed;
+ *   document     the API description or its page, answered by the gateway itself (documents.ts);
+ *   session      a console route (`auth: session`), forwarded without a key;
+ *   key          a key in its own limits on a route of its scope: forwarded, unless a later
+ *                step (the rate limits) refuses it;
+ *   key-refused  a key was looked up and refused: its state, its own limits, the route, the scope.
+ *
+ * Each is a class with a fixed shape, made once per request (the usual
+ * request makes one KeyDecision). Besides what was decided, each carries the
+ * little the rest of the request writes: how it ended (`outcome`) and when
+ * the upstream request started. The name starts with `gateway` so it cannot
+ * clash with the backends' declarations (`request.tenant`) in one type-check.
  */
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { ActiveKeyState } from '@scoped/shared/key-state'
 import type { Tenant } from '@scoped/shared/tenant-signature'
-import type { RequestOutcome } from './outcomes.js'
-import type { LimitKind } from './rate-limit-config.js'
+import type { Verification } from './key-verifier.js'
+import type { Refusal, RequestOutcome } from './outcomes.js'
+import type { LimitKind } from './rate-limit/config.js'
 import type { RequestTarget } from './request-path.js'
-import type { Route } from './route-map.js'
+import type { ScopedRoute, SessionRoute } from './route-map.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** How the request ended; null while it is still on its way. */
-    gatewayOutcome: RequestOutcome | null
-    /** The canonical path and raw query; null when the path was refused. */
-    gatewayTarget: RequestTarget | null
-    /** The route it matched; null when none did (or before routing). */
-    gatewayRoute: Route | null
-    /** The tenant its key established; null for console requests and refusals before verification. */
-    gatewayTenant: Tenant | null
-    /** The hash of the key it presented, once verified (the forwarder checks it again before forwarding). */
-    gatewayKeyHash: string | null
-    /** The verified key's own expiry (epoch ms), or null: the forwarder checks it again once the body is in. */
-    gatewayKeyExpiresAt: number | null
-    /** The key cache's generation when the key was verified: if it moved, the key is checked again. */
-    gatewayGeneration: number
-    /** The client's address: the TCP peer, or what trusted proxies say (client-address.ts). */
-    gatewayClient: string
-    /** The rate limit that refused the request, when one did (for the log line). */
-    gatewayLimit: LimitKind | null
-    /** RateLimit-Policy and RateLimit, as a header list, when the request's route is rate limited (for its forwarded answer). */
-    gatewayRateLimitHeaders: string[] | null
-    /** The query that is signed and forwarded (tenant parameters removed). */
-    gatewayQuery: string
-    /** performance.now() when the upstream request started. */
-    gatewayUpstreamAt: number
+    /** Null until the gate has decided (and on a request the router refused before any hook ran). */
+    gateway: GateDecision | null
+  }
+}
+
+export type GateDecision = Refused | DocumentDecision | SessionDecision | KeyDecision | KeyRefusal
+
+/** What the relay and the forwarder hand on: a request that goes to a backend. */
+export type ForwardedDecision = SessionDecision | KeyDecision
+
+/** Refused before the gate knew what the request was for. */
+export class Refused {
+  readonly kind = 'refused'
+  outcome: RequestOutcome | null = null
+  readonly route = null
+  readonly tenant = null
+
+  constructor(
+    /** The client's address: the TCP peer, or what trusted proxies say (client-address.ts); '' when unknown. */
+    readonly client: string,
+    /** The canonical path and raw query; null when the path itself was refused. */
+    readonly target: RequestTarget | null,
+  ) {}
+}
+
+/** The API description or its page: no key, answered by the gateway. */
+export class DocumentDecision {
+  readonly kind = 'document'
+  outcome: RequestOutcome | null = 'document'
+  readonly route = null
+  readonly tenant = null
+
+  constructor(
+    readonly client: string,
+    readonly target: RequestTarget,
+  ) {}
+}
+
+/** A console route: no key and no tenant headers; the console checks its own sessions. */
+export class SessionDecision {
+  readonly kind = 'session'
+  outcome: RequestOutcome | null = null
+  /** performance.now() when the upstream request started (relay.ts). */
+  upstreamAt = 0
+  readonly tenant = null
+
+  constructor(
+    readonly client: string,
+    readonly target: RequestTarget,
+    readonly route: SessionRoute,
+  ) {}
+}
+
+/** A verified key, within its own limits, on a route of its scope. */
+export class KeyDecision {
+  readonly kind = 'key'
+  outcome: RequestOutcome | null = null
+  upstreamAt = 0
+  /** RateLimit-Policy and RateLimit, when the request took tokens (for its forwarded answer: respond.ts). */
+  rateLimitPolicy: string | null = null
+  rateLimitState: string | null = null
+  /** The rate limit that refused the request, when one did. */
+  limit: LimitKind | null = null
+  readonly tenant: Tenant
+
+  constructor(
+    readonly client: string,
+    readonly target: RequestTarget,
+    readonly route: ScopedRoute,
+    /** The hash of the key presented: the forwarder checks it again when the key cache moved. */
+    readonly hash: string,
+    /** Its state as verified: expiry, allowlist, own rate limit. */
+    readonly key: ActiveKeyState,
+    /** The key cache's generation before the key was looked up: if it moved since, the key is checked again. */
+    readonly generation: number,
+  ) {
+    this.tenant = key.tenant
+  }
+}
+
+/** A key that was looked up and refused (401, 403, 404, or 503 when the stores could not answer): the outcome says why. */
+export class KeyRefusal {
+  readonly kind = 'key-refused'
+  outcome: RequestOutcome | null = null
+  /** Its tenant when the key is active (refused by its expiry, its allowlist, the route or the scope). */
+  readonly tenant: Tenant | null
+
+  constructor(
+    readonly client: string,
+    readonly target: RequestTarget,
+    /** The route the path matched, known for the logs and metrics (an unauthenticated caller never sees it); null when none did. */
+    readonly route: ScopedRoute | null,
+    readonly hash: string,
+    /** What the verifier found: the key's state, or `unavailable`. */
+    readonly state: Verification,
+    /** Why it was refused (authorize); `outcome` becomes this once the refusal is sent. */
+    readonly refusal: Refusal,
+  ) {
+    this.tenant = state.status === 'active' ? state.tenant : null
   }
 }
 
 export function decorateRequestState(app: FastifyInstance): void {
-  app.decorateRequest('gatewayOutcome', null)
-  app.decorateRequest('gatewayTarget', null)
-  app.decorateRequest('gatewayRoute', null)
-  app.decorateRequest('gatewayTenant', null)
-  app.decorateRequest('gatewayKeyHash', null)
-  app.decorateRequest('gatewayKeyExpiresAt', null)
-  app.decorateRequest('gatewayGeneration', 0)
-  app.decorateRequest('gatewayClient', '')
-  app.decorateRequest('gatewayLimit', null)
-  app.decorateRequest('gatewayRateLimitHeaders', null)
-  app.decorateRequest('gatewayQuery', '')
-  app.decorateRequest('gatewayUpstreamAt', 0)
+  app.decorateRequest('gateway', null)
+}
+
+/**
+ * The request's decision, for a responder that records how it ended. A
+ * request the router refused before any hook ran (frameworkErrors) gets an
+ * early refusal here; its client is not known.
+ */
+export function decisionOf(request: FastifyRequest): GateDecision {
+  return (request.gateway ??= new Refused('', null))
 }

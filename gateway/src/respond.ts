@@ -7,7 +7,8 @@ import { sendError } from '@scoped/shared/error-envelope-plugin'
 import { errorEnvelope } from '@scoped/shared/errors'
 import type { Refusal } from './outcomes.js'
 import { refusals } from './outcomes.js'
-import type {} from './request-state.js'
+import type { ForwardedDecision } from './request-state.js'
+import { decisionOf } from './request-state.js'
 
 /** RFC 6750 §3: a 401 tells the client which scheme to use. */
 export const WWW_AUTHENTICATE = 'Bearer'
@@ -19,14 +20,15 @@ export const STRICT_TRANSPORT_SECURITY = 'max-age=63072000; includeSubDomains'
  * The gateway's own headers on an answer the relay writes (relay.ts), as a
  * header list: HSTS, x-request-id and, on a rate-limited route, RateLimit-Policy
  * and RateLimit. The gate sets the same on the reply for the answers Fastify
- * sends; the relay takes them from here rather than copying the reply's
- * headers (`reply.getHeaders()` builds two objects per request), so these are
- * all the headers the gateway adds before forwarding.
+ * sends; the relay takes them from the decision rather than copying the
+ * reply's headers (`reply.getHeaders()` builds two objects per request), so
+ * these are all the headers the gateway adds before forwarding.
  */
-export function forwardedAnswerHeaders(request: FastifyRequest): string[] {
-  const own = ['strict-transport-security', STRICT_TRANSPORT_SECURITY, 'x-request-id', request.id]
-  const limits = request.gatewayRateLimitHeaders
-  if (limits !== null) own.push(limits[0]!, limits[1]!, limits[2]!, limits[3]!)
+export function forwardedAnswerHeaders(requestId: string, decision: ForwardedDecision): string[] {
+  const own = ['strict-transport-security', STRICT_TRANSPORT_SECURITY, 'x-request-id', requestId]
+  if (decision.kind === 'key' && decision.rateLimitPolicy !== null && decision.rateLimitState !== null) {
+    own.push('ratelimit-policy', decision.rateLimitPolicy, 'ratelimit', decision.rateLimitState)
+  }
   return own
 }
 
@@ -35,7 +37,7 @@ export function forwardedAnswerHeaders(request: FastifyRequest): string[] {
  * forwarder has taken over (hijacked) before the backend answered.
  */
 export function refuseRaw(request: FastifyRequest, reply: FastifyReply, outcome: Refusal): void {
-  request.gatewayOutcome = outcome
+  decisionOf(request).outcome = outcome
   const { status, message } = refusals[outcome]
   const body = JSON.stringify(errorEnvelope(message))
   const response = reply.raw
@@ -49,7 +51,7 @@ export function refuseRaw(request: FastifyRequest, reply: FastifyReply, outcome:
 }
 
 export function refuse(request: FastifyRequest, reply: FastifyReply, outcome: Refusal, headers?: Readonly<Record<string, string>>): FastifyReply {
-  request.gatewayOutcome = outcome
+  decisionOf(request).outcome = outcome
   const { status, message } = refusals[outcome]
   if (status === 401) reply.header('www-authenticate', WWW_AUTHENTICATE)
   if (outcome === 'draining' || outcome === 'request-timeout') reply.header('connection', 'close')

@@ -12,11 +12,9 @@
  * the bound above), so it knows when a connection is free; the `Pool` finds
  * one by scanning its clients on every request (twice when the first it
  * picks is busy) and learns of a free one from a `drain` event after every
- * answer. With 50 requests in flight, the connections alone cost 0.85–0.87 ×
- * the CPU per request of the `Pool` (medians of 24 alternating turns): about
- * 2–3 % of the gateway's CPU per request at saturation. A connection that
- * could not connect is dropped, as the `Pool` drops it, and a new one made
- * when needed.
+ * answer: work on every request that the list does not need. A connection
+ * that could not connect is dropped, as the `Pool` drops it, and a new one
+ * made when needed.
  *
  * Transport failures are mapped in one place: too slow is 504, anything
  * else (refused, reset, closed) is 502.

@@ -2,12 +2,12 @@
  * Failed-authentication throttling per client address: the limit per window,
  * replicas sharing the count through the real Redis within the stated
  * overshoot (limit + N - 1), the local fallback when Redis cannot be reached,
- * the bound on local state, and the draft RateLimit headers of a refusal.
+ * and the bound on local state. Its refusal's headers: rate-limit-headers.test.ts.
  */
 import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { createRedis } from '@scoped/shared/redis'
-import { AuthFailureThrottle, DEFAULT_LIMIT, DEFAULT_MAX_TRACKED, DEFAULT_WINDOW_MS, rateLimitHeaders } from '@scoped/gateway/auth-failure-throttle'
+import { AuthFailureThrottle, DEFAULT_LIMIT, DEFAULT_MAX_TRACKED, DEFAULT_WINDOW_MS } from '@scoped/gateway/rate-limit/auth-failure-throttle'
 import { createTestRedis } from '../helpers/redis.js'
 import { freePort } from '../helpers/processes.js'
 
@@ -187,32 +187,4 @@ t.test('Redis lost mid-way: the local count carries on', async (t) => {
   await throttle.settled()
   t.ok(errors.length > 0, 'the updates failed')
   t.ok(throttle.check('198.51.100.7').blocked, 'blocked on the local count')
-})
-
-t.test('rateLimitHeaders: draft-ietf-httpapi-ratelimit-headers-11 fields and Retry-After', async (t) => {
-  t.same(rateLimitHeaders('auth-failures', 20, 60, 0, 42), {
-    'RateLimit-Policy': '"auth-failures";q=20;w=60',
-    RateLimit: '"auth-failures";r=0;t=42',
-    'Retry-After': '42',
-  })
-  t.same(
-    rateLimitHeaders('a "quoted" \\ name', 5, 1, 2, 1),
-    {
-      'RateLimit-Policy': '"a \\"quoted\\" \\\\ name";q=5;w=1',
-      RateLimit: '"a \\"quoted\\" \\\\ name";r=2;t=1',
-      'Retry-After': '1',
-    },
-    'sf-string escapes',
-  )
-  t.same(
-    rateLimitHeaders('p', 20, 0.2, -3, 1.2),
-    {
-      'RateLimit-Policy': '"p";q=20;w=1',
-      RateLimit: '"p";r=0;t=2',
-      'Retry-After': '2',
-    },
-    'non-negative integers; the window at least 1 s; seconds rounded up',
-  )
-  t.throws(() => rateLimitHeaders('bad\nname', 1, 1, 0, 1), RangeError, 'a name that is no sf-string')
-  t.throws(() => rateLimitHeaders('naïve', 1, 1, 0, 1), RangeError)
 })

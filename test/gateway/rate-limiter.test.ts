@@ -3,15 +3,17 @@
  * bucket, so replicas together never admit more than the limit while Redis
  * answers; with Redis down each replica keeps its share; unspent leases go
  * back. The clock is real here (Redis refills by its own), so rates are kept
- * low enough that a run's length does not change the counts that matter.
+ * low enough that a run's length does not change the counts that matter;
+ * over the store in memory, the clock is the test's.
  */
 import t from 'tap'
 import { Redis } from 'ioredis'
 import { createRedis } from '@scoped/shared/redis'
-import { parseLimits, parseScopeDefaults, effectiveLimits } from '@scoped/gateway/rate-limit-config'
-import { RateLimitStore } from '@scoped/gateway/rate-limit-store'
-import type { BucketRef } from '@scoped/gateway/rate-limiter'
-import { leaseSize, RateLimiter } from '@scoped/gateway/rate-limiter'
+import { parseLimits, parseScopeDefaults, effectiveLimits } from '@scoped/gateway/rate-limit/config'
+import type { BucketRef } from '@scoped/gateway/rate-limit/buckets'
+import { leaseSize, RateLimiter } from '@scoped/gateway/rate-limit/limiter'
+import { MemoryLeaseStore } from '@scoped/gateway/rate-limit/memory-store'
+import { RedisLeaseStore } from '@scoped/gateway/rate-limit/redis-store'
 import { createTestRedis } from '../helpers/redis.js'
 import { freePort } from '../helpers/processes.js'
 
@@ -47,7 +49,7 @@ t.test('two replicas sharing a bucket admit at most the limit together (no overs
   const clients = [createRedis(redis.url, 'rl-a'), createRedis(redis.url, 'rl-b')]
   t.teardown(() => clients.forEach((client) => client.disconnect()))
   await Promise.all(clients.map((client) => client.connect()))
-  const limiters = clients.map((client) => new RateLimiter({ store: new RateLimitStore(client, redis.prefix), replicas: () => 2 }))
+  const limiters = clients.map((client) => new RateLimiter({ store: new RedisLeaseStore(client, redis.prefix), replicas: () => 2 }))
   t.teardown(() => Promise.all(limiters.map((limiter) => limiter.close())))
   const refs: BucketRef[] = [{ id: 'route|key|k1', kind: 'key', limit: { rate: 2, burst: 40 } }]
   const started = performance.now()
@@ -66,7 +68,7 @@ t.test('a refusal names the limit and when to retry; a request takes from every 
   const client = createRedis(redis.url, 'rl-c')
   t.teardown(() => client.disconnect())
   await client.connect()
-  const limiter = new RateLimiter({ store: new RateLimitStore(client, redis.prefix), replicas: () => 1 })
+  const limiter = new RateLimiter({ store: new RedisLeaseStore(client, redis.prefix), replicas: () => 1 })
   t.teardown(() => limiter.close())
   const key: BucketRef = { id: 'r|key|a', kind: 'key', limit: { rate: 0.5, burst: 10 } }
   const tenant: BucketRef = { id: 'r|tenant|s', kind: 'tenant', limit: { rate: 0.5, burst: 3 } }
@@ -78,12 +80,36 @@ t.test('a refusal names the limit and when to retry; a request takes from every 
   t.equal(limiter.remaining(key), 7, 'the refused request took nothing from the key bucket')
 })
 
+t.test('two limiters over one store in memory, on a clock moved by hand: never more than burst + rate × time', async (t) => {
+  let now = 0
+  const clock = (): number => now
+  const store = new MemoryLeaseStore({ now: clock })
+  const limiters = [0, 1].map(() => new RateLimiter({ store, replicas: () => 2, now: clock }))
+  t.teardown(() => Promise.all(limiters.map((limiter) => limiter.close())))
+  const refs: BucketRef[] = [{ id: 'r|key|memory', kind: 'key', limit: { rate: 10, burst: 20 } }]
+  const round = async (): Promise<number> => {
+    let allowed = 0
+    for (let i = 0; i < 30; i++) if ((await limiters[i % 2]!.take(refs)).allowed) allowed++
+    return allowed
+  }
+  const first = await round()
+  // Each limiter may still hold the unspent part of its last lease: the burst less those, at least.
+  t.ok(first <= 20 && first >= 20 - 2 * leaseSize(refs[0]!.limit), `the burst, shared: ${first}`)
+  now += 1_000
+  const second = await round()
+  t.ok(first + second <= 30, `one second of the rate more, no overshoot: ${first} + ${second}`)
+  t.ok(second >= 10 - 2 * leaseSize(refs[0]!.limit), 'and the refill was usable')
+  const last = []
+  for (let i = 0; i < 2 * leaseSize(refs[0]!.limit) + 1; i++) last.push(await limiters[0]!.take(refs))
+  t.match(last.at(-1), { allowed: false, kind: 'key' }, 'then refused, naming the limit')
+})
+
 t.test('Redis down: each replica falls back to its share of the limit, fail-soft and bounded', async (t) => {
   const port = await freePort()
   const dead = createRedis(`redis://127.0.0.1:${port}`, 'rl-dead')
   t.teardown(() => dead.disconnect())
   const errors: unknown[] = []
-  const limiter = new RateLimiter({ store: new RateLimitStore(dead, 'x:'), replicas: () => 4, onStoreError: (error) => errors.push(error) })
+  const limiter = new RateLimiter({ store: new RedisLeaseStore(dead, 'x:'), replicas: () => 4, onStoreError: (error) => errors.push(error) })
   t.teardown(() => limiter.close())
   const refs: BucketRef[] = [{ id: 'r|key|dead', kind: 'key', limit: { rate: 0.1, burst: 40 } }]
   const allowed = await drain(limiter, refs, 30)
@@ -102,7 +128,7 @@ t.test('an idle replica gives its unspent lease back', async (t) => {
   const client = createRedis(redis.url, 'rl-d')
   t.teardown(() => client.disconnect())
   await client.connect()
-  const limiter = new RateLimiter({ store: new RateLimitStore(client, redis.prefix), replicas: () => 1 })
+  const limiter = new RateLimiter({ store: new RedisLeaseStore(client, redis.prefix), replicas: () => 1 })
   const refs: BucketRef[] = [{ id: 'r|key|idle', kind: 'key', limit: { rate: 0.01, burst: 100 } }]
   t.ok((await limiter.take(refs)).allowed)
   const observer = new Redis(redis.url)

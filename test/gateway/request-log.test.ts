@@ -3,6 +3,8 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { createLogger } from '@scoped/shared/logger'
 import { BatchingDestination } from '@scoped/gateway/log-destination'
 import { parseRouteMap } from '@scoped/gateway/route-map'
+import type { ScopedRoute } from '@scoped/gateway/route-map'
+import { KeyDecision, Refused } from '@scoped/gateway/request-state'
 import { GatewayMetrics } from '@scoped/gateway/metrics'
 import { createRequestLogger, isoTime, logRequest, millisText } from '@scoped/gateway/request-log'
 
@@ -53,14 +55,20 @@ t.test('the request line: the fields, no credentials, a key-shaped path masked',
   const log = createRequestLogger('info', destination)
   const routes = parseRouteMap('routes:\n  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "http://127.0.0.1:1" }\n', 'x')
   const metrics = new GatewayMetrics(routes)
+  const forwarded = new KeyDecision(
+    '',
+    { path: '/v1/agents/sak_live_abcdefABCDEF012345', query: 'api_key=sak_live_x' },
+    routes.routes[0] as ScopedRoute,
+    'hash',
+    { status: 'active', tenant: { scope: 'SUB-ACCOUNT', agencyId: 'a', subAccountId: 's', keyId: 'k' } },
+    0,
+  )
+  forwarded.outcome = 'forwarded'
   const request = {
     id: 'r-1',
     method: 'GET',
     raw: { url: '/v1/agents/sak_live_abcdefABCDEF012345?api_key=sak_live_x' },
-    gatewayTarget: { path: '/v1/agents/sak_live_abcdefABCDEF012345', query: 'api_key=sak_live_x' },
-    gatewayRoute: routes.routes[0],
-    gatewayOutcome: 'forwarded',
-    gatewayTenant: { scope: 'SUB-ACCOUNT', agencyId: 'a', subAccountId: 's', keyId: 'k' },
+    gateway: forwarded,
     headers: { authorization: 'Bearer sak_live_secret' },
   } as unknown as FastifyRequest
   logRequest(log, metrics, request, { statusCode: 200, elapsedTime: 1.23456 } as FastifyReply)
@@ -83,14 +91,9 @@ t.test('the request line: the fields, no credentials, a key-shaped path masked',
   t.equal(line['path'], '/v1/agents/sak_live_[redacted]')
   t.notOk(lines[0]!.includes('sak_live_abcdef') || lines[0]!.includes('api_key') || lines[0]!.includes('secret'))
 
-  const refused = {
-    ...request,
-    gatewayOutcome: 'missing',
-    gatewayTenant: null,
-    gatewayRoute: null,
-    gatewayTarget: null,
-    raw: { url: '/v1/x/..?q=1' },
-  } as unknown as FastifyRequest
+  const missing = new Refused('', null)
+  missing.outcome = 'missing'
+  const refused = { ...request, gateway: missing, raw: { url: '/v1/x/..?q=1' } } as unknown as FastifyRequest
   logRequest(log, metrics, refused, { statusCode: 401, elapsedTime: 0.5 } as FastifyReply)
   const second = JSON.parse(lines[1]!) as Record<string, unknown>
   t.same(

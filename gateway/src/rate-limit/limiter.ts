@@ -1,35 +1,27 @@
 /**
- * Rate limits shared by every replica, without a Redis round trip per
- * request. Each bucket lives in Redis (rate-limit-store.ts); a replica takes
- * its tokens in leases, a batch at a time (a quarter second of the rate, at
- * most a quarter of the burst), spends them locally, asks for the next lease
- * before the current one runs out, and gives back what it has not spent once
- * a lease is a second old. Every token spent was first taken from the shared
- * bucket, so while Redis answers, N replicas together admit at most the limit
- * itself (burst + rate × time): no overshoot. A lease that cannot be had in
- * time makes the request wait for Redis only when the replica holds no token.
+ * Rate limits shared by every replica, without a store round trip per
+ * request. Each bucket lives in a lease store (lease-store.ts: Redis in a
+ * deployment, memory in the fast tests); a replica takes its tokens in
+ * leases, a batch at a time (a quarter second of the rate, at most a quarter
+ * of the burst), spends them locally, asks for the next lease before the
+ * current one runs out, and gives back what it has not spent once a lease is
+ * a second old. Every token spent was first taken from the shared bucket, so
+ * while the store answers, N replicas together admit at most the limit itself
+ * (burst + rate × time): no overshoot. A lease that cannot be had in time
+ * makes the request wait for the store only when the replica holds no token.
  *
- * When Redis fails (an error, or no answer within 250 ms) the replica falls
- * back, for a second at a time, to a local bucket of its share: rate and
- * burst divided by the replicas seen recently (the registry in Postgres).
+ * When the store fails (an error, or no answer within 250 ms) the replica
+ * falls back, for a second at a time, to a local bucket of its share: rate
+ * and burst divided by the replicas seen recently (the registry in Postgres).
  * That is fail-soft, never fail-open without bound: N replicas then admit at
  * most the limit plus the tokens each still held from its last lease (N ×
- * lease size). Without Redis at all, every replica uses its share alone.
+ * lease size). Without Redis at all (no store), every replica uses its share
+ * alone: a store in each replica's memory would give each the whole limit.
  */
 import { withDeadline } from '@scoped/shared/deadline'
-import type { Limit, LimitKind } from './rate-limit-config.js'
-import type { RateLimitStore } from './rate-limit-store.js'
-
-export interface BucketRef {
-  /**
-   * Unique per route, kind and subject (the key, the tenant, the agency), and
-   * never given another limit: a bucket is sized once (here and in Redis), so
-   * a key whose own limit changes gets a new id (rate-limit-headers.ts).
-   */
-  id: string
-  kind: LimitKind
-  limit: Limit
-}
+import type { BucketRef } from './buckets.js'
+import type { Limit, LimitKind } from './config.js'
+import type { LeaseStore } from './lease-store.js'
 
 export type LimitDecision = { allowed: true } | { allowed: false; kind: LimitKind; retryAfterSeconds: number }
 
@@ -49,12 +41,12 @@ interface Bucket {
 
 export interface RateLimiterOptions {
   /** Null without Redis: every replica keeps its share locally. */
-  store: RateLimitStore | null
+  store: LeaseStore | null
   /** Replicas seen recently (at least 1). */
   replicas: () => number
   now?: () => number
   onStoreError?: (error: unknown) => void
-  /** Buckets held in memory at most; the oldest are dropped (their unspent tokens return to Redis by refill). */
+  /** Buckets held in memory at most; the oldest are dropped (their unspent tokens return to the store by refill). */
   maxBuckets?: number
 }
 
@@ -106,7 +98,7 @@ export class RateLimiter {
     return Math.max(0, Math.floor(this.usingStore() ? bucket.sharedLeft + bucket.leased : bucket.tokens))
   }
 
-  /** Gives every unspent token back to Redis (at shutdown). */
+  /** Gives every unspent token back to the store (at shutdown). */
   async close(): Promise<void> {
     clearInterval(this.sweeper)
     await this.returnStaleLeases(true)

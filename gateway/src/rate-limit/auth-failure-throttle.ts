@@ -29,10 +29,9 @@
  * that, updates are counted locally only). A flood of distinct addresses
  * cannot grow memory without bound.
  *
- * `rateLimitHeaders` gives the refusal's headers in the form of
- * draft-ietf-httpapi-ratelimit-headers-11 (23 May 2026), the latest revision
- * found: `RateLimit-Policy: "name";q=20;w=60`, `RateLimit: "name";r=0;t=42`,
- * plus `Retry-After: 42`.
+ * A refusal's headers (`RateLimit-Policy: "failed-auth";q=20;w=60`,
+ * `RateLimit`, `Retry-After`) are written by headers.ts, as the route limits'
+ * are.
  */
 import { hash } from 'node:crypto'
 import type { Redis } from 'ioredis'
@@ -210,39 +209,5 @@ export class AuthFailureThrottle {
       this.order = this.order.slice(this.head).filter((entry) => this.entries.get(entry.client) === entry)
       this.head = 0
     }
-  }
-}
-
-/** An sf-string: printable ASCII, with `"` and `\` escaped. */
-function sfString(value: string): string {
-  if (!/^[\x20-\x7e]*$/.test(value)) throw new RangeError('a policy name must be printable ASCII')
-  return `"${value.replace(/[\\"]/g, (c) => `\\${c}`)}"`
-}
-
-/** A non-negative sf-integer (at most 15 digits). */
-function sfInteger(value: number): string {
-  return String(Math.min(999_999_999_999_999, Math.max(0, Math.ceil(value))))
-}
-
-/**
- * The headers of a refusal, per draft-ietf-httpapi-ratelimit-headers-11:
- * `RateLimit-Policy` (the policy: quota q per window w seconds), `RateLimit`
- * (r remaining, t seconds to the end of the effective window) and
- * `Retry-After` (delay-seconds, the same as t, as the draft asks that it not
- * end before the effective window does).
- */
-export function rateLimitHeaders(
-  policyName: string,
-  limit: number,
-  windowSeconds: number,
-  remaining: number,
-  resetSeconds: number,
-): Record<'RateLimit-Policy' | 'RateLimit' | 'Retry-After', string> {
-  const name = sfString(policyName)
-  const reset = sfInteger(resetSeconds)
-  return {
-    'RateLimit-Policy': `${name};q=${sfInteger(limit)};w=${sfInteger(Math.max(1, windowSeconds))}`,
-    RateLimit: `${name};r=${sfInteger(remaining)};t=${reset}`,
-    'Retry-After': reset,
   }
 }

@@ -12,7 +12,7 @@
  * kind. Buckets are per route prefix. Checked once at start: a bad value
  * stops the gateway with a line that names it. A key may carry a `key` limit
  * of its own, with the same bounds (shared/src/rate-limit.ts), which replaces
- * the route's for that key (rate-limit-headers.ts).
+ * the route's for that key (buckets.ts).
  */
 import type { RateLimit } from '@scoped/shared/rate-limit'
 import { BURST_RULE, isBurst, isRate, RATE_RULE } from '@scoped/shared/rate-limit'

@@ -1,11 +1,12 @@
 /**
- * The shared token buckets, in Redis: one atomic script per update, which
- * refills a bucket by the time elapsed (Redis' own clock, so replicas'
- * clocks do not matter), takes back the tokens a replica returns, and grants
- * up to the tokens asked for. A bucket is a hash under
+ * The token buckets in Redis, shared by every replica: one atomic script per
+ * lease, which refills a bucket by the time elapsed (Redis' own clock, so
+ * replicas' clocks do not matter), takes back the tokens a replica returns,
+ * and grants up to the tokens asked for. A bucket is a hash under
  * `<prefix>rl:<bucket id>` that expires once it would be full again.
  */
 import type { Redis } from 'ioredis'
+import type { Lease, LeaseStore } from './lease-store.js'
 
 const LEASE_SCRIPT = `
 local rate = tonumber(ARGV[1])
@@ -29,25 +30,21 @@ redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate * 1000) + 1000)
 return {granted, tostring(tokens)}
 `
 
-export interface Lease {
-  /** Tokens granted to this replica now. */
-  granted: number
-  /** Tokens left in the shared bucket after the grant. */
-  left: number
-}
+type LeaseCommand = (key: string, ...args: Array<string | number>) => Promise<[number, string]>
 
-export class RateLimitStore {
+export class RedisLeaseStore implements LeaseStore {
+  private readonly command: LeaseCommand
+
   constructor(
     private readonly redis: Redis,
     private readonly prefix: string,
   ) {
     redis.defineCommand('scopedLease', { numberOfKeys: 1, lua: LEASE_SCRIPT })
+    this.command = (redis as unknown as { scopedLease: LeaseCommand }).scopedLease
   }
 
-  /** Asks for up to `want` tokens of a bucket, returning `giveBack` unused ones first. */
   async lease(bucket: string, rate: number, burst: number, want: number, giveBack = 0): Promise<Lease> {
-    const command = (this.redis as unknown as { scopedLease(key: string, ...args: Array<string | number>): Promise<[number, string]> }).scopedLease
-    const [granted, left] = await command.call(this.redis, `${this.prefix}rl:${bucket}`, rate, burst, want, giveBack)
+    const [granted, left] = await this.command.call(this.redis, `${this.prefix}rl:${bucket}`, rate, burst, want, giveBack)
     return { granted: Number(granted), left: Number(left) }
   }
 }
