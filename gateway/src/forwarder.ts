@@ -1,7 +1,8 @@
 /**
  * Forwarding, after the gate has decided. One catch-all route; the gateway
  * routes once, itself (gate.ts), and forwards exactly the path it authorized
- * to the route's upstream, through bounded undici pools (upstream.ts).
+ * to the route's upstream, on bounded backend connections shared fairly
+ * between tenants (upstream.ts).
  *
  * Every body is read completely at the gateway, within the body deadline and
  * the body limit, before a backend connection is used: a slow client holds
@@ -36,6 +37,7 @@ import { relay } from './relay.js'
 import { refuse } from './respond.js'
 import type { ScopedRoute } from './route-map.js'
 import type { Upstreams } from './upstream.js'
+import { upstreamTenant } from './upstream.js'
 
 export interface ForwarderOptions {
   upstreams: Upstreams
@@ -167,7 +169,7 @@ async function forwarder(app: FastifyInstance, options: ForwarderOptions): Promi
     if (request.headers.host !== undefined) headers.push('x-forwarded-host', request.headers.host)
 
     request.gatewayOutcome = api ? 'forwarded' : 'session'
-    relay(request, reply, { route, path: target, headers, body }, relayDeps)
+    relay(request, reply, { route, path: target, headers, body, tenant: upstreamTenant(request.gatewayTenant) }, relayDeps)
   }
 
   app.route({ method: [...FORWARDED_METHODS], url: '/*', handler: forward })
