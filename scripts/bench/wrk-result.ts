@@ -15,6 +15,7 @@ export interface WrkResult {
   requests: number
   errors: { connect: number; read: number; write: number; status: number; timeout: number }
   latencyUs: { p50: number; p99: number; p999: number; max: number }
+  /** CPU wrk spent from its first answer in a timed slice on (not its start, nor the handshakes). */
   cpuUs: number
   slices: WrkSlice[]
 }

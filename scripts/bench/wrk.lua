@@ -16,7 +16,8 @@
 -- read, so the calls count the answers: each is put in the latest own slice
 -- that has started (a request is only sent within one), and the slice lasts
 -- until its last answer is in. done() prints one line, WRK-RESULT {json}:
--- those counts, wrk's own totals, its latency percentiles (µs) and its CPU.
+-- those counts, wrk's own totals, its latency percentiles (µs) and the CPU
+-- it spent from its first answer in an own slice on.
 local ffi = require("ffi")
 ffi.cdef [[
 typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
@@ -43,6 +44,9 @@ local nextSlot = nil
 -- plan_start, plan_slice and plan_own ("0,3,4"), and per own slice i the answers (answers<i>) and
 -- the time of the last one (last<i>).
 local answersKey, lastKey = {}, {}
+-- The process's CPU at its first answer in an own slice (cpu_from), so that the CPU reported is that of
+-- the timed part: not wrk's start, nor the connections' handshakes.
+cpu_from = -1
 
 function init(args)
   local settings = {}
@@ -62,6 +66,13 @@ function init(args)
     _G[lastKey[index]] = 0
   end
   plan_start, plan_slice, plan_own = start, slice, settings.own
+end
+
+local function cpuMicros()
+  local usage = ffi.new("bench_rusage")
+  ffi.C.getrusage(0, usage)
+  local seconds = tonumber(usage.user.tv_sec) + tonumber(usage.system.tv_sec)
+  return seconds * 1000000 + tonumber(usage.user.tv_usec) + tonumber(usage.system.tv_usec)
 end
 
 -- The latest own slice started by `at`, and the next one after it (either may be nil).
@@ -88,6 +99,7 @@ function delay()
   local at = now()
   local current, following = slices(at)
   if current ~= nil then
+    if cpu_from < 0 then cpu_from = cpuMicros() end
     local key = answersKey[current]
     _G[key] = _G[key] + 1
     _G[lastKey[current]] = at
@@ -113,13 +125,6 @@ function setup(thread)
   threads[#threads + 1] = thread
 end
 
-local function cpuMicros()
-  local usage = ffi.new("bench_rusage")
-  ffi.C.getrusage(0, usage)
-  local seconds = tonumber(usage.user.tv_sec) + tonumber(usage.system.tv_sec)
-  return seconds * 1000000 + tonumber(usage.user.tv_usec) + tonumber(usage.system.tv_usec)
-end
-
 function done(summary, latency, requests)
   local first = threads[1]
   local planStart, planSlice = first:get("plan_start"), first:get("plan_slice")
@@ -133,12 +138,17 @@ function done(summary, latency, requests)
     local from = planStart + tonumber(index) * planSlice
     parts[#parts + 1] = string.format('{"index":%d,"answers":%d,"ms":%.3f}', index, count, math.max(from + planSlice, last) - from)
   end
+  local timedFrom = 0
+  for _, thread in ipairs(threads) do
+    local from = thread:get("cpu_from")
+    if from >= 0 and (timedFrom == 0 or from < timedFrom) then timedFrom = from end
+  end
   local errors = summary.errors
   io.write(string.format(
     'WRK-RESULT {"requests":%d,"errors":{"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d},' ..
     '"latencyUs":{"p50":%d,"p99":%d,"p999":%d,"max":%d},"cpuUs":%d,"slices":[%s]}\n',
     summary.requests, errors.connect, errors.read, errors.write, errors.status, errors.timeout,
     latency:percentile(50), latency:percentile(99), latency:percentile(99.9), latency.max,
-    cpuMicros(), table.concat(parts, ",")))
+    cpuMicros() - timedFrom, table.concat(parts, ",")))
   io.flush()
 end
