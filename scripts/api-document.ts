@@ -254,11 +254,15 @@ const ERROR_RESPONSES: Record<string, [string, Json]> = {
   ],
   '503': [
     'ServiceUnavailable',
-    errorResponse('Temporarily unavailable: retry shortly. Never a statement about the key.', {
-      authentication: { summary: 'Keys cannot be checked right now', message: errorCatalog.authUnavailable.message },
-      busy: { summary: 'The service is at capacity', message: errorCatalog.upstreamBusy.message },
-      unavailable: { summary: 'Shutting down or not ready', message: errorCatalog.serviceUnavailable.message },
-    }),
+    errorResponse(
+      'Temporarily unavailable: retry shortly (after `Retry-After` seconds when it is given). Never a statement about the key.',
+      {
+        authentication: { summary: 'Keys cannot be checked right now', message: errorCatalog.authUnavailable.message },
+        busy: { summary: 'The service is at capacity, or this tenant has its share of it in use', message: errorCatalog.upstreamBusy.message },
+        unavailable: { summary: 'Shutting down or not ready', message: errorCatalog.serviceUnavailable.message },
+      },
+      { 'Retry-After': RETRY_AFTER },
+    ),
   ],
   '504': [
     'GatewayTimeout',

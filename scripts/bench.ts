@@ -44,7 +44,8 @@ import type { Settings } from './bench/report.js'
 import { buildReport, markdown, writeJson } from './bench/report.js'
 import { paired, SLICE_MS } from './bench/paired.js'
 import { runRounds, warmUp } from './bench/rounds.js'
-import { sideBySide } from './bench/side-by-side.js'
+import { sideBySide, sideRate } from './bench/side-by-side.js'
+import { loadGenerator, NODE_CLIENT } from './bench/load-generator.js'
 import { SOAK_WARM_UP_SECONDS, soak } from './bench/soak.js'
 import { BARE, GATEWAY, NO_CHECKS } from './bench/summary.js'
 
@@ -82,6 +83,10 @@ async function main(): Promise<void> {
   const startedAt = new Date().toISOString()
   const host = machine()
   const notes: string[] = []
+  const generator = loadGenerator()
+  progress(`load generator: ${generator.description}`)
+  if (generator.name === 'node' && process.env['BENCH_GENERATOR'] === undefined)
+    notes.push(`wrk is not installed (apt-get install -y wrk): the load came from ${NODE_CLIENT}, which costs the machine far more per request.`)
   const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379'
   const redis = await connectRedis(redisUrl)
   const redisPrefix = `sak-bench-${randomBytes(4).toString('hex')}:`
@@ -178,7 +183,7 @@ async function main(): Promise<void> {
     progress(`ceiling: throughput ratio ${ceiling.throughputRatio.toFixed(2)}`)
 
     progress(`side by side: ${settings.sideWindows} windows of the same load on ${BARE}, ${NO_CHECKS} and ${GATEWAY} at once`)
-    const side = await sideBySide([bareTarget, noChecksTarget, gatewayTarget], settings.sideWindows, progress)
+    const side = await sideBySide([bareTarget, noChecksTarget, gatewayTarget], settings.sideWindows, sideRate(pairedRun), progress)
 
     progress(`cold paths: ${COLD_KEYS} Redis-only keys (warmed by a second replica) and ${COLD_KEYS} Postgres-only keys`)
     const cold = await coldPaths(pool, tenant, gatewayTarget, () => startGateway('warming replica', setup))
@@ -193,6 +198,7 @@ async function main(): Promise<void> {
       startedAt,
       finishedAt: new Date().toISOString(),
       machine: host,
+      generator: { name: generator.name, description: generator.description },
       settings,
       notes,
       rounds,

@@ -1,8 +1,9 @@
 /**
  * Forwarding, after the gate has decided. One catch-all route; the gateway
  * routes once, itself (gate.ts), and forwards exactly the path it authorized
- * to the route's upstream, on the gateway's own bounded set of keep-alive
- * connections (upstream.ts), as the gate's decision (request-state.ts) says.
+ * to the route's upstream, on the gateway's own bounded keep-alive
+ * connections, shared fairly between tenants (upstream.ts), as the gate's
+ * decision (request-state.ts) says.
  *
  * Every body is read completely at the gateway, within the body deadline and
  * the body limit, before a backend connection is used: a slow client holds
@@ -42,6 +43,7 @@ import { relay } from './relay.js'
 import { refuse } from './respond.js'
 import { stripTenantQuery } from './tenant-stripping.js'
 import type { Upstreams } from './upstream.js'
+import { upstreamTenant } from './upstream.js'
 
 export interface ForwarderOptions {
   upstreams: Upstreams
@@ -193,7 +195,7 @@ class Forwarder {
     headers.push('x-request-id', request.id, 'x-forwarded-for', decision.client, 'x-forwarded-proto', 'https')
     if (request.headers.host !== undefined) headers.push('x-forwarded-host', request.headers.host)
     decision.outcome = decision.kind === 'key' ? 'forwarded' : 'session'
-    relay(request, reply, { decision, path, headers, body }, this.relayDeps)
+    relay(request, reply, { decision, path, headers, body, tenant: upstreamTenant(decision.tenant) }, this.relayDeps)
     return undefined
   }
 }

@@ -10,7 +10,7 @@
  * log line) when the hijacked response finishes.
  *
  * Transport failures before the backend answered are refused in the envelope
- * (502, 504, 503 for a full pool); after it started answering, the caller's
+ * (502, 504, 503 for a full pool or a tenant over its share); after it started answering, the caller's
  * connection is cut, since a half-sent answer cannot be turned into an error.
  */
 import type { IncomingHttpHeaders } from 'node:http'
@@ -23,7 +23,7 @@ import { returnedHeaders } from './forward-headers.js'
 import type { GatewayMetrics } from './metrics.js'
 import type { ForwardedDecision } from './request-state.js'
 import { forwardedAnswerHeaders, refuseRaw } from './respond.js'
-import type { Backend, UpstreamExchange, Upstreams } from './upstream.js'
+import type { BackendShare, UpstreamExchange, Upstreams } from './upstream.js'
 import { classifyTransportError } from './upstream.js'
 
 type DispatchController = Parameters<NonNullable<Dispatcher.DispatchHandler['onRequestStart']>>[0]
@@ -42,6 +42,8 @@ export interface Outgoing {
   path: string
   headers: HeaderList
   body: Buffer | undefined
+  /** Whose share of the backend it takes (upstream.ts `upstreamTenant`). */
+  tenant: string
 }
 
 /**
@@ -76,7 +78,7 @@ class Exchange implements UpstreamExchange {
   constructor(
     private readonly request: FastifyRequest,
     private readonly reply: FastifyReply,
-    private readonly backend: Backend,
+    private readonly backend: BackendShare,
     private readonly decision: ForwardedDecision,
     private readonly deps: RelayDeps,
   ) {
@@ -145,9 +147,9 @@ class Exchange implements UpstreamExchange {
 export function relay(request: FastifyRequest, reply: FastifyReply, outgoing: Outgoing, deps: RelayDeps): void {
   reply.hijack()
   const { decision } = outgoing
-  const backend = deps.upstreams.acquire(decision.route.upstream)
-  if (backend === undefined) {
-    refuseRaw(request, reply, 'upstream-busy')
+  const backend = deps.upstreams.acquire(decision.route.upstream, outgoing.tenant)
+  if (typeof backend === 'string') {
+    refuseRaw(request, reply, backend)
     return
   }
   decision.upstreamAt = performance.now()

@@ -32,6 +32,9 @@ export function forwardedAnswerHeaders(requestId: string, decision: ForwardedDec
   return own
 }
 
+/** A backend full, for everyone or for this tenant, has a place again as soon as a request to it ends: retry in a second. */
+const RETRY_AFTER: Partial<Record<Refusal, string>> = { 'upstream-busy': '1', 'upstream-share': '1' }
+
 /**
  * The same refusal, written to Node's response directly: for a reply the
  * forwarder has taken over (hijacked) before the backend answered.
@@ -42,8 +45,10 @@ export function refuseRaw(request: FastifyRequest, reply: FastifyReply, outcome:
   const body = JSON.stringify(errorEnvelope(message))
   const response = reply.raw
   if (response.headersSent || response.destroyed) return
+  const retryAfter = RETRY_AFTER[outcome]
   response.writeHead(status, {
     ...(reply.getHeaders() as Record<string, string>),
+    ...(retryAfter === undefined ? {} : { 'retry-after': retryAfter }),
     'content-type': 'application/json; charset=utf-8',
     'content-length': String(Buffer.byteLength(body)),
   })

@@ -1,15 +1,19 @@
 /**
  * The orchestrator's side of the load generators: runs scripts/bench/load.ts
- * (or side-by-side-load.ts) in its own process (so the generator never shares an event loop with the
- * orchestrator or a target) and reads its JSON lines: `running` when the
- * timed part starts, `done` when the last timed answer has arrived, then the
- * result. The hooks let the caller sample the target exactly then.
+ * (or side-by-side-load.ts) in its own process (so the generator never shares
+ * an event loop with the orchestrator or a target) and reads its JSON lines:
+ * `running` when the timed part starts, `done` when the last timed answer has
+ * arrived, then the result. The hooks let the caller sample the target
+ * exactly then. When wrk is the run's generator (load-generator.ts), runLoad
+ * hands it the loads it can send (wrk-load.ts), with the same hooks.
  */
 import { spawn } from 'node:child_process'
 import { createInterface } from 'node:readline'
 import type { Latency } from './stats.js'
 import { projectRoot } from '../../test/helpers/processes.js'
+import { loadGenerator } from './load-generator.js'
 import { track } from './processes.js'
+import { wrkCanSend, wrkLoad } from './wrk-load.js'
 
 export interface LoadSpec {
   url: string
@@ -77,6 +81,9 @@ export function runGenerator<Result>(script: string, spec: object, hooks: LoadHo
   })
 }
 
+/** load.ts's load: from wrk when it is the run's generator and can send it (load-generator.ts), else from load.ts. */
 export function runLoad(spec: LoadSpec, hooks: LoadHooks = {}): Promise<LoadResult> {
+  const { wrk } = loadGenerator()
+  if (wrk !== null && wrkCanSend(spec)) return wrkLoad(wrk, spec, hooks)
   return runGenerator<LoadResult>('scripts/bench/load.ts', spec, hooks)
 }

@@ -6,26 +6,16 @@
  * paths live in a directory of the run. No access log (as the bare proxy
  * logs nothing).
  */
-import { accessSync, constants, mkdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { join } from 'node:path'
 import type { Certificate } from './fixtures.js'
 import type { Started } from './processes.js'
-import { start } from './processes.js'
+import { findExecutable, start } from './processes.js'
 
 /** The nginx binary on PATH (or in /usr/sbin), or null when it is not installed. */
 export function findNginx(): string | null {
-  const dirs = [...(process.env['PATH'] ?? '').split(':'), '/usr/sbin', '/usr/local/sbin']
-  for (const dir of dirs) {
-    if (dir === '') continue
-    try {
-      accessSync(join(dir, 'nginx'), constants.X_OK)
-      return join(dir, 'nginx')
-    } catch {
-      // not here
-    }
-  }
-  return null
+  return findExecutable('nginx', ['/usr/sbin', '/usr/local/sbin'])
 }
 
 export function nginxConfig(dir: string, port: number, upstreamPort: number, tls: Certificate): string {

@@ -15,6 +15,7 @@ import { emit, generatorPool } from './generator-pool.js'
 import { requestHead } from './http1-connection.js'
 import type { Latency } from './stats.js'
 import { latency } from './stats.js'
+import { SLICE_ORDER } from './paired-slices.js'
 
 export interface PairedSpec {
   targets: [{ url: string; headers: Record<string, string> }, { url: string; headers: Record<string, string> }]
@@ -38,7 +39,7 @@ export interface PairedResult {
   groupRatios: number[]
 }
 
-const ORDER = [0, 1, 1, 0] as const
+const ORDER = SLICE_ORDER
 
 const spec = JSON.parse(process.argv[2] ?? '') as PairedSpec
 const urls = spec.targets.map((target) => new URL(target.url))

@@ -4,6 +4,8 @@
  * message, stopped by their own pid, and killed if the orchestrator exits.
  */
 import type { ChildProcess } from 'node:child_process'
+import { accessSync, constants } from 'node:fs'
+import { join } from 'node:path'
 import { projectRoot } from '../../test/helpers/processes.js'
 import { spawnUntilReady } from '../../test/helpers/spawn.js'
 
@@ -75,6 +77,20 @@ export function startNode(
   nodeArgs: string[] = [],
 ): Promise<Started> {
   return start(name, process.execPath, [...process.execArgv, ...nodeArgs, script, ...args], env, ready)
+}
+
+/** An executable `name` on PATH (or in one of `more` directories), or null when there is none. */
+export function findExecutable(name: string, more: readonly string[] = []): string | null {
+  for (const dir of [...(process.env['PATH'] ?? '').split(':'), ...more]) {
+    if (dir === '') continue
+    try {
+      accessSync(join(dir, name), constants.X_OK)
+      return join(dir, name)
+    } catch {
+      // not here
+    }
+  }
+  return null
 }
 
 export { freePort } from '../../test/helpers/processes.js'

@@ -37,6 +37,8 @@ export interface Run {
   startedAt: string
   finishedAt: string
   machine: Machine
+  /** What sent the load (load-generator.ts): wrk, or the benchmark's Node client. */
+  generator: { name: 'wrk' | 'node'; description: string }
   settings: Settings
   notes: string[]
   rounds: RoundSample[]
@@ -108,6 +110,22 @@ function coldRow(name: string, cold: ColdPath): string[] {
   return [name, ms(cold.p50Ms), ms(cold.p99Ms), ms(cold.maxMs), per(cold.postgresPerKey), per(cold.redisPerKey), hits, statuses(cold.statuses)]
 }
 
+/** Which generator sent the load, and how its figures are to be read. */
+export function generatorLine(generator: Run['generator']): string {
+  if (generator.name === 'node') return `Load generator: ${generator.description}.`
+  return (
+    `Load generator: ${generator.description}, in a process of its own for each measurement (one per target when two or three are measured at once); ` +
+    `its connections open before timing starts, and its latency percentiles ` +
+    `are its own (corrected for coordinated omission). "non-200" counts answers of 400 or more and requests without an answer (wrk counts no other statuses apart). ` +
+    `The flood and the cold paths send a different key per request, which wrk cannot: they use the Node client.`
+  )
+}
+
+function sideLoad(side: SideBySide): string {
+  if (side.rate === undefined) return `${side.connections} closed loops, each sending one request to every target below at the same moment`
+  return `each target below gets ${whole(side.rate)} requests/s (a quarter of the slower paired target's throughput) over ${side.connections} connections of a wrk process of its own, all in the same seconds`
+}
+
 export function markdown(report: Report, jsonFile: string): string {
   const { machine: m, settings: s, million, cold, soak, flood } = report
   const out: string[] = []
@@ -119,6 +137,7 @@ export function markdown(report: Report, jsonFile: string): string {
     `Warm key: GET /v1/agents, ${s.rounds} rounds × ${s.seconds} s per target, interleaved, the bare proxy and the gateway always one right after the other; ` +
       `${s.connections} keep-alive connections, closed loop, from a generator process of its own.`,
   )
+  out.push(generatorLine(report.generator))
   for (const note of report.notes) out.push(`Note: ${note}`)
   out.push('', '## Warm key, per round', '')
   out.push(
@@ -161,7 +180,8 @@ export function markdown(report: Report, jsonFile: string): string {
   out.push('', '## Warm key, paired at saturation', '')
   out.push(
     `Two targets at a time at saturation in turn, in slices of ${paired.sliceMs} ms ordered A B B A, ` +
-      `${paired.slices} slices per pair, ${paired.connections} keep-alive connections each: the machine's drift reaches both alike. ` +
+      `${paired.slices} slices per pair, ${paired.connections} keep-alive connections each` +
+      `${report.generator.name === 'wrk' ? ' (a wrk process per target, sending only within its own slices)' : ''}: the machine's drift reaches both alike. ` +
       `Throughput ratio: the median over the groups of four slices of the second's requests/s ÷ the first's; p99 ratio: over all the slices. ` +
       `First the ${paired.targets[0].name} and the ${paired.targets[1].name} (the targets), then the ${ceiling.targets[0].name} and the ${ceiling.targets[1].name} ` +
       `(the ceiling: the gateway's transport with no checks on it).`,
@@ -196,7 +216,7 @@ export function markdown(report: Report, jsonFile: string): string {
   const { side } = report
   out.push('', '## CPU per request, side by side', '')
   out.push(
-    `${side.windows.length} windows of ${side.seconds} s: ${side.connections} closed loops, each sending one request to every target below at the same moment, ` +
+    `${side.windows.length} windows of ${side.seconds} s: ${sideLoad(side)}, ` +
       `so they share every moment of the machine. CPU of each process over a window ÷ the requests it served; ` +
       `the ratio to the ${side.base} is taken window by window, then the median.`,
     '',

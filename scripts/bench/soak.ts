@@ -2,7 +2,8 @@
  * Memory over a soak: the gateway under the full warm-key load for
  * BENCH_SOAK_SECONDS, its RSS sampled every second. Target: growth from the
  * start to the end of the soak under 10 %. The soak starts after
- * SOAK_WARM_UP_SECONDS of the same load, without a pause: the heap grows to
+ * SOAK_WARM_UP_SECONDS of the same load, without a pause (with wrk, a second
+ * later, once its new connections are open): the heap grows to
  * its size under load in the first seconds (by a fifth or more after an idle
  * spell), which is not the growth a soak looks for.
  */

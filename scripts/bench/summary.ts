@@ -21,7 +21,7 @@ export interface TargetSummary {
   rssMaxMiB: number
   postgresPerRequest?: number
   redisPerRequest?: number
-  /** Answers other than 200 (and failed requests), over every round. */
+  /** Answers other than 200 (or wrk's 2xx-3xx), and failed requests, over every round. */
   non200: number
 }
 
@@ -32,8 +32,12 @@ export interface Check {
   met: boolean | null
 }
 
+/** Statuses that count as served: 200, and wrk's `2xx-3xx` (it counts only answers of 400 or more apart: wrk-result.ts). */
+const SERVED = new Set(['200', '2xx-3xx'])
+
+/** Answers other than served ones, and requests that got no answer. */
 export function non200(statuses: Record<string, number>): number {
-  return Object.entries(statuses).reduce((sum, [status, count]) => (status === '200' ? sum : sum + count), 0)
+  return Object.entries(statuses).reduce((sum, [status, count]) => (SERVED.has(status) ? sum : sum + count), 0)
 }
 
 export function summarize(samples: readonly RoundSample[]): TargetSummary[] {

@@ -10,7 +10,7 @@ import t from 'tap'
 import { parseRouteMap } from '@scoped/gateway/route-map'
 import { parseYamlDocument, readProjectFile } from './deploy-files.js'
 import { projectRoot } from '../helpers/processes.js'
-import { rawRoutes, routeShapes } from './route-files.js'
+import { rawRoutes, routeLimits, routeShapes } from './route-files.js'
 
 interface ComposeService {
   image?: string
@@ -206,6 +206,7 @@ t.test('the gateway reads a route map whose upstreams are the compose services',
   }
   const defaults = rawRoutes(readProjectFile('deploy/routes.yaml'), 'deploy/routes.yaml')
   t.same(routeShapes(rawRoutes(text, 'deploy/routes.compose.yaml')), routeShapes(defaults), 'the same routes as deploy/routes.yaml')
+  t.same(routeLimits(text, 'deploy/routes.compose.yaml'), routeLimits(readProjectFile('deploy/routes.yaml'), 'deploy/routes.yaml'), 'and the same rate limits')
 })
 
 t.test('least privilege: each service connects as its own login; only the migrations run as the owner', async (t) => {

@@ -22,7 +22,7 @@ import type {
   PodTemplate,
   Service,
 } from './deploy-files.js'
-import { rawRoutes, routeShapes } from './route-files.js'
+import { rawRoutes, routeLimits, routeShapes } from './route-files.js'
 
 const kustomization = parseYamlDocument(readProjectFile('deploy/kubernetes/kustomization.yaml'), 'kustomization.yaml') as Kustomization
 const resourceFiles = kustomization.resources ?? []
@@ -244,6 +244,7 @@ t.test("the ConfigMap's routes.yaml is a valid route map with upstreams at the b
   }
   const defaults = readProjectFile('deploy/routes.yaml')
   t.same(routeShapes(routes), routeShapes(rawRoutes(defaults, 'deploy/routes.yaml')), 'the same routes as deploy/routes.yaml')
+  t.same(routeLimits(text, 'deploy/kubernetes/routes.yaml'), routeLimits(defaults, 'deploy/routes.yaml'), 'and the same rate limits')
 })
 
 t.test('every Service selects one Deployment and targets a port it listens on', async (t) => {

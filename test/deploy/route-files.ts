@@ -1,8 +1,9 @@
 /**
  * The routes of a route-map file as written, for the checks the gateway's own
  * parser does not make: where each upstream points, and that every deployment's
- * map has the same routes as the default deploy/routes.yaml.
+ * map has the same routes and rate limits as the default deploy/routes.yaml.
  */
+import { parseRouteMap } from '@scoped/gateway/route-map'
 import { parseYamlDocument } from './deploy-files.js'
 
 export interface RawRoute {
@@ -30,4 +31,11 @@ export function routeShape(route: RawRoute): string {
 
 export function routeShapes(routes: RawRoute[]): string[] {
   return routes.map(routeShape).sort()
+}
+
+/** Each scoped route's rate limits as the gateway reads them (the scope's defaults and its own), by prefix. */
+export function routeLimits(text: string, source: string): string[] {
+  return parseRouteMap(text, source)
+    .routes.flatMap((route) => (route.auth === 'key' ? [`${route.prefix} ${JSON.stringify(route.rateLimits)}`] : []))
+    .sort()
 }

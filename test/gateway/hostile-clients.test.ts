@@ -3,11 +3,15 @@
  * gateway, tried against a real gateway replica (in the test's process) over
  * TLS: slow bodies and headers, oversized targets and headers, floods of
  * invalid keys, spoofed X-Forwarded-For, Expect: 100-continue, over-deep
- * JSON, a full upstream pool (and one whose queue still has room), a backend
- * down and back. None of it may slow down, starve or blind the service for
- * valid keys.
+ * JSON, a full upstream pool (and one whose queue still has room), one
+ * tenant flooding a slow backend, a backend down and back. None of it may
+ * slow down, starve or blind the service for valid keys.
  */
 import t from 'tap'
+import type { Test } from 'tap'
+import { createServer } from 'node:http'
+import type { ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { connect } from 'node:tls'
 import type { TLSSocket } from 'node:tls'
@@ -21,6 +25,7 @@ import { gatewayFixture } from './fixture.js'
 const fixture = await gatewayFixture(t)
 const agencyKey = await fixture.createKey('agency', 'agency key')
 const subKey = await fixture.createKey('sub-account', 'sub key')
+const otherSubKey = await fixture.keys.create({ scope: 'SUB-ACCOUNT', subAccountId: fixture.tenants.otherSubAccountId }, 'other sub key', 'test')
 const bearer = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` })
 
 /** A TLS connection to the replica, for bytes no HTTP client would send (or would send that slowly). */
@@ -213,20 +218,25 @@ t.test('JSON nesting is bounded on API routes (400, never a 500); console bodies
 
 t.test('a full upstream pool answers 503 at once instead of queueing without end', async (t) => {
   // The backend holds each of the two slow requests 2 s (within this replica's upstream timeout): long enough,
-  // however busy the machine, for the third request to find both connections taken.
+  // however busy the machine, for the third request to find both connections taken. One each from two
+  // tenants (a tenant may hold only half the connections), and the third from a third: the console.
   const replica = await fixture.startReplica({ GATEWAY_UPSTREAM_CONNECTIONS: '2', GATEWAY_UPSTREAM_QUEUE: '0', GATEWAY_UPSTREAM_TIMEOUT_MS: '10000' }, { t })
-  const slow = [1, 2].map((i) => replica.client.request(`/v1/agents?pool-holder=${i}`, { headers: { ...bearer(subKey.key), 'x-echo-delay-ms': '2000' } }))
+  const slow = [subKey, otherSubKey].map((key, i) =>
+    replica.client.request(`/v1/agents?pool-holder=${i + 1}`, { headers: { ...bearer(key.key), 'x-echo-delay-ms': '2000' } }),
+  )
   // Both hold a connection once the backend has their requests (the echo prints each request line as it arrives).
   await waitFor(() => [1, 2].every((i) => fixture.echo.output().includes(`pool-holder=${i}`)), 'both slow requests to reach the backend')
-  const busy = await replica.client.request('/v1/agents', { headers: bearer(subKey.key) })
+  const busy = await replica.client.request('/console/sign-in')
   t.equal(busy.status, 503)
   t.same(busy.json, { success: false, message: errorCatalog.upstreamBusy.message })
+  t.equal(busy.headers['retry-after'], '1', 'with when to retry')
   for (const response of await Promise.all(slow)) t.equal(response.status, 200, 'the requests holding the pool complete')
   t.equal((await replica.client.request('/v1/agents', { headers: bearer(subKey.key) })).status, 200, 'and the pool serves again')
 })
 
 t.test('requests past the upstream connections wait within the queue and are served once a connection is free', async (t) => {
-  const replica = await fixture.startReplica({ GATEWAY_UPSTREAM_CONNECTIONS: '1', GATEWAY_UPSTREAM_QUEUE: '2', GATEWAY_UPSTREAM_TIMEOUT_MS: '10000' }, { t })
+  // A queue of 8: two places in the line of each tenant.
+  const replica = await fixture.startReplica({ GATEWAY_UPSTREAM_CONNECTIONS: '1', GATEWAY_UPSTREAM_QUEUE: '8', GATEWAY_UPSTREAM_TIMEOUT_MS: '10000' }, { t })
   const get = (query: string, headers: Record<string, string> = {}) =>
     replica.client.request(`/v1/agents?${query}`, { headers: { ...bearer(subKey.key), ...headers } })
   const holding = get('queue-order=1', { 'x-echo-delay-ms': '1000' })
@@ -244,8 +254,72 @@ t.test('requests past the upstream connections wait within the queue and are ser
   t.ok(positions[0]! < Math.min(positions[1]!, positions[2]!), 'only once the one connection was free')
 })
 
+/** A slow backend: requests whose path has `hold` wait until the test answers them; others are answered at once. */
+async function slowBackend(t: Test): Promise<{ origin: string; held: Map<string, ServerResponse>; answerAll: () => void }> {
+  const held = new Map<string, ServerResponse>()
+  const server = createServer((request, response) => {
+    request.resume()
+    if (request.url?.includes('hold') === true) held.set(request.url, response)
+    else response.writeHead(200, { 'content-type': 'application/json' }).end('{"success":true,"data":[]}')
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  t.teardown(() => server.closeAllConnections())
+  const answerAll = (): void => {
+    for (const response of held.values()) response.writeHead(200, { 'content-type': 'application/json' }).end('{"success":true,"data":[]}')
+    held.clear()
+  }
+  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, held, answerAll }
+}
+
+t.test('a tenant flooding a slow backend holds only its share: another tenant and the console are served at once', async (t) => {
+  const backend = await slowBackend(t)
+  const routes = fixture.routesFile(`routes:
+  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "${backend.origin}" }
+  - { prefix: /console, auth: session, upstream: "${backend.origin}" }
+`)
+  // Four connections and a queue of four: a tenant holds two and has one place in its line.
+  const replica = await fixture.startReplica(
+    { ROUTES_FILE: routes, GATEWAY_UPSTREAM_CONNECTIONS: '4', GATEWAY_UPSTREAM_QUEUE: '4', GATEWAY_UPSTREAM_TIMEOUT_MS: '30000' },
+    { t },
+  )
+  t.teardown(backend.answerAll)
+  let refused = 0
+  const flood = Array.from({ length: 8 }, (_, i) =>
+    replica.client.request(`/v1/agents?hold=${i}`, { headers: bearer(subKey.key) }).then((response) => {
+      if (response.status !== 200) refused++
+      return response
+    }),
+  )
+  await waitFor(() => backend.held.size === 2 && refused === 5, 'two of the flood to reach the backend, one to wait, five to be refused')
+
+  const bystander = await Promise.all([1, 2, 3].map((i) => replica.client.request(`/v1/agents?bystander=${i}`, { headers: bearer(otherSubKey.key) })))
+  t.same(
+    bystander.map((response) => response.status),
+    [200, 200, 200],
+    'the other tenant is served while the flood holds its connections',
+  )
+  const console = await Promise.all([1, 2].map(() => replica.client.request('/console/sign-in')))
+  t.same(
+    console.map((response) => response.status),
+    [200, 200],
+    'and so is the console',
+  )
+  t.equal(backend.held.size, 2, 'the flood still holds its two, and no more')
+
+  backend.answerAll()
+  await waitFor(() => backend.held.size === 1, "the flood's waiting request to take one of its connections")
+  backend.answerAll()
+  const answers = await Promise.all(flood)
+  t.same(answers.map((response) => response.status).sort(), [200, 200, 200, 503, 503, 503, 503, 503], 'the flooder: three answered, the rest refused at once')
+  for (const response of answers.filter((answer) => answer.status === 503)) {
+    t.same(response.json, { success: false, message: errorCatalog.upstreamBusy.message })
+    t.equal(response.headers['retry-after'], '1', 'with when to retry')
+  }
+  t.match(replica.output(), /"outcome":"upstream-share"/, 'logged as over its share of the backend')
+})
+
 t.test('a backend that was down is reached as soon as it is up, by the same replica', async (t) => {
-  const { createServer } = await import('node:http')
   const replica = await fixture.startReplica({}, { t })
   const get = () => replica.client.request('/v1/agents/down', { headers: bearer(subKey.key) })
   const down = await get()

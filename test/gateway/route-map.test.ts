@@ -97,6 +97,12 @@ t.test('deploy/routes.yaml is the default map and holds the contract routes', as
     '/v1/calls SUB-ACCOUNT http://127.0.0.1:4002',
     '/console session http://127.0.0.1:4001',
   ])
+  // Every API route limits each tenant (docs/operations.md, "Default rate limits"), sub-account routes each agency too.
+  for (const route of map.routes) {
+    if (route.auth !== 'key') continue
+    t.ok(route.rateLimits.tenant !== undefined, `${route.prefix}: a tenant limit`)
+    if (route.scope === 'SUB-ACCOUNT') t.ok(route.rateLimits.agency !== undefined, `${route.prefix}: an agency limit`)
+  }
   const config = readGatewayConfig({ TENANT_SIGNING_SECRET: 'x'.repeat(32) })
   t.equal(config.routesFile, defaultRoutesFile, 'used when ROUTES_FILE is unset')
 })

@@ -3,13 +3,17 @@
  * server: never more connections than allowed, requests past them wait and
  * are served in order as connections come free, past the queue a request is
  * refused at once, and a backend that was down is reached as soon as it is
- * up again (its failed connections dropped and new ones made).
+ * up again (its failed connections dropped and new ones made). Each tenant
+ * holds at most its share (half the connections, a quarter of the queue),
+ * and a connection that comes free goes to the waiting tenants in turn.
  */
 import t from 'tap'
 import { createServer } from 'node:http'
 import type { IncomingMessage, Server, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
-import { classifyTransportError, Upstreams } from '@scoped/gateway/upstream'
+import { backendBounds, classifyTransportError, CONSOLE_TENANT, Upstreams, upstreamTenant } from '@scoped/gateway/upstream'
+import type { UpstreamExchange } from '@scoped/gateway/upstream-backend'
+import { Backend as UpstreamBackend } from '@scoped/gateway/upstream-backend'
 import { freePort } from '../helpers/processes.js'
 import { upstreamRequest } from '../helpers/upstream-request.js'
 import { waitFor } from '../helpers/wait-for.js'
@@ -57,7 +61,7 @@ t.test('past its connections a request waits, and is served in order when one co
   await waitFor(() => server.held.has('/hold/1'), 'the first request to reach the backend')
   const second = upstreamRequest(pool, server.origin, '/second')
   const third = upstreamRequest(pool, server.origin, '/third')
-  await t.rejects(upstreamRequest(pool, server.origin, '/fourth'), /upstream busy/, 'one connection and two waiting: a fourth is refused at once')
+  await t.rejects(upstreamRequest(pool, server.origin, '/fourth'), /upstream-busy/, 'one connection and two waiting: a fourth is refused at once')
   t.same(server.seen, ['/hold/1'], 'nothing else reached the backend while its one connection was taken')
 
   server.held.get('/hold/1')!.end('held answer')
@@ -67,6 +71,103 @@ t.test('past its connections a request waits, and is served in order when one co
   t.same(server.seen, ['/hold/1', '/second', '/third'], 'the waiting requests went in the order they came')
   t.equal(server.sockets.size, 1, 'all on the one connection')
   t.same(await upstreamRequest(pool, server.origin, '/fifth'), { status: 200, body: 'answer to /fifth' }, 'and the queue is free again')
+})
+
+/** Answers the held request at `path` (it must have reached the backend). */
+function answer(server: Backend, path: string): void {
+  const response = server.held.get(path)
+  if (response === undefined) throw new Error(`${path} is not held`)
+  server.held.delete(path)
+  response.end(`held ${path}`)
+}
+
+t.test('a tenant holds at most half the connections and a quarter of the queue; another tenant is served at once', async (t) => {
+  const server = await backend()
+  const pool = upstreams(4, 8)
+  const flood = ['a1', 'a2', 'a3', 'a4'].map((name) => upstreamRequest(pool, server.origin, `/hold/${name}`, 'tenant A'))
+  await waitFor(() => server.held.size === 2, "two of tenant A's requests to reach the backend")
+  // Two on connections and two in its line (a quarter of the queue): a fifth is refused at once, however free the queue.
+  await t.rejects(upstreamRequest(pool, server.origin, '/hold/a5', 'tenant A'), /upstream-share/, 'past its share: refused at once')
+  t.same(await upstreamRequest(pool, server.origin, '/b1', 'tenant B'), { status: 200, body: 'answer to /b1' }, 'tenant B takes a free connection at once')
+  t.same([...server.held.keys()], ['/hold/a1', '/hold/a2'], "tenant A's other two wait for its own connections")
+
+  answer(server, '/hold/a1')
+  await waitFor(() => server.held.has('/hold/a3'), "tenant A's next request to take its connection")
+  for (const path of ['/hold/a2', '/hold/a3']) answer(server, path)
+  await waitFor(() => server.held.has('/hold/a4'), 'and its last')
+  answer(server, '/hold/a4')
+  t.same(
+    (await Promise.all(flood)).map((answered) => answered.status),
+    [200, 200, 200, 200],
+    'every request it was given a place for is answered',
+  )
+  t.ok(server.sockets.size <= 4, `never more than four connections (${server.sockets.size})`)
+})
+
+t.test('a free connection goes to the waiting tenants in turn, not to the tenant that has waited longest', async (t) => {
+  const server = await backend()
+  // One connection per tenant, two places in each line.
+  const pool = upstreams(2, 8)
+  const a = ['a1', 'a2'].map((name) => upstreamRequest(pool, server.origin, `/hold/${name}`, 'tenant A'))
+  await waitFor(() => server.held.has('/hold/a1'), "tenant A's first request to reach the backend")
+  const b = ['b1', 'b2'].map((name) => upstreamRequest(pool, server.origin, `/hold/${name}`, 'tenant B'))
+  await waitFor(() => server.held.has('/hold/b1'), "tenant B's first request to reach the backend")
+  const c = upstreamRequest(pool, server.origin, '/hold/c1', 'tenant C')
+  t.same(server.seen, ['/hold/a1', '/hold/b1'], 'both connections taken, a2, b2 and c1 waiting (in that order)')
+
+  answer(server, '/hold/a1')
+  await waitFor(() => server.seen.length === 3, 'the freed connection to carry the next request')
+  t.equal(server.seen[2], '/hold/c1', 'tenant C, whose turn it is, not a2 that came first: A already had its connection')
+  answer(server, '/hold/b1')
+  await waitFor(() => server.seen.length === 4, 'the next')
+  t.equal(server.seen[3], '/hold/a2', 'then tenant A again, before tenant B (C holds its one)')
+  for (const path of ['/hold/c1', '/hold/a2']) answer(server, path)
+  await waitFor(() => server.held.has('/hold/b2'), "and tenant B's second")
+  answer(server, '/hold/b2')
+  t.same(
+    (await Promise.all([...a, ...b, c])).map((answered) => answered.status),
+    [200, 200, 200, 200, 200],
+  )
+})
+
+t.test('the tenant of a request: the sub-account of a sub-account key, the agency of an agency key, one for the console', async (t) => {
+  const key = { agencyId: 'agency-1', keyId: 'key-1' }
+  t.equal(upstreamTenant({ ...key, scope: 'SUB-ACCOUNT', subAccountId: 'sub-1' }), 'sub-1')
+  t.equal(upstreamTenant({ ...key, scope: 'AGENCY', subAccountId: null }), 'agency-1')
+  t.equal(upstreamTenant(null), CONSOLE_TENANT)
+  t.same(backendBounds(64, 256), { connections: 64, queue: 256, tenantConnections: 32, tenantQueue: 64 }, 'the defaults: 32 and 64')
+  t.same(backendBounds(1, 0), { connections: 1, queue: 0, tenantConnections: 1, tenantQueue: 0 }, 'one connection: a tenant may use it, and never wait')
+})
+
+t.test("idle tenants' shares are forgotten, a busy tenant's is kept", async (t) => {
+  const server = await backend()
+  const origin = new UpstreamBackend(server.origin, backendBounds(2, 2), {})
+  t.teardown(() => origin.close())
+  const busy = origin.share('busy tenant')
+  let ended = false
+  const exchange: UpstreamExchange = {
+    connection: null,
+    onRequestStart() {},
+    onResponseStart() {},
+    onResponseData() {},
+    onResponseEnd() {
+      origin.finished(busy, exchange)
+      ended = true
+    },
+    onResponseError() {
+      origin.finished(busy, exchange)
+      ended = true
+    },
+  }
+  busy.dispatch({ method: 'GET', path: '/hold/busy' }, exchange)
+  await waitFor(() => server.held.has('/hold/busy'), "the busy tenant's request to reach the backend")
+  const first = origin.share('tenant 0')
+  for (let i = 1; i < 5_000; i++) origin.share(`tenant ${i}`)
+  t.ok(origin.tenantCount <= 2_048, `idle shares swept: ${origin.tenantCount} kept`)
+  t.not(origin.share('tenant 0'), first, 'an idle tenant was forgotten (and is made again)')
+  t.equal(origin.share('busy tenant'), busy, 'the tenant with a request running was kept')
+  answer(server, '/hold/busy')
+  await waitFor(() => ended, 'the busy request to end')
 })
 
 t.test('never more connections than allowed, however many requests come at once', async (t) => {
