@@ -119,7 +119,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   await api.register(errorEnvelopePlugin)
   await api.register(gatePlugin, deps.gate)
   // GET /openapi.json and /docs, before the forwarder's catch-all.
-  await api.register(documentsPlugin)
+  await api.register(documentsPlugin, { limit: config.documentLimit, metrics })
   await api.register(forwarderPlugin, deps.forwarder)
   api.addHook('onResponse', (request, reply, done) => {
     logRequest(requestLog, metrics, request, reply)

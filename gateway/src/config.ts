@@ -74,6 +74,8 @@ export interface GatewayConfig {
   readonly bodyLimit: number
   /** Proxies whose X-Forwarded-For is believed (GATEWAY_TRUSTED_PROXIES); none by default. */
   readonly trustedProxies: TrustedProxies
+  /** Requests for the documents (/openapi.json, /docs and its assets) per client and minute, before 429. */
+  readonly documentLimit: number
   /** Failed authentications allowed per client address and window before 429. */
   readonly authFailures: { readonly limit: number; readonly windowMs: number }
   readonly dataDir: string
@@ -81,6 +83,8 @@ export interface GatewayConfig {
 
 export const DEFAULT_DEADLINES: Deadlines = Object.freeze({ headers: 10_000, body: 10_000, request: 30_000, keepAlive: 5_000, upstream: 30_000 })
 export const BODY_LIMIT = 1024 * 1024
+/** Document requests per client and minute (GATEWAY_DOCUMENT_LIMIT): a few dozen page loads, each five requests or fewer. */
+export const DEFAULT_DOCUMENT_LIMIT = 120
 /** The longest request target (path and query) accepted; longer gets 414 before anything else is looked at. */
 export const MAX_REQUEST_TARGET = 8 * 1024
 /** The largest header block accepted (Node's maxHeaderSize); larger gets 431. */
@@ -171,6 +175,7 @@ export function readGatewayConfig(env: Env): GatewayConfig {
       queue: readWhole(env, 'GATEWAY_UPSTREAM_QUEUE', 256, 0, 100_000, 'requests'),
     }),
     bodyLimit: BODY_LIMIT,
+    documentLimit: readWhole(env, 'GATEWAY_DOCUMENT_LIMIT', DEFAULT_DOCUMENT_LIMIT, 1, 1_000_000, 'requests'),
     trustedProxies: parseTrustedProxies(env['GATEWAY_TRUSTED_PROXIES']),
     authFailures: Object.freeze({
       limit: readWhole(env, 'GATEWAY_AUTH_FAILURE_LIMIT', 20, 1, 1_000_000, 'failures'),

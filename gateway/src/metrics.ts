@@ -145,7 +145,7 @@ export class GatewayMetrics {
     })
     this.throttled = new Counter({
       name: 'gateway_throttled_requests_total',
-      help: 'Requests refused 429 by the failed-authentication throttle (failed-auth) or a rate limit (key, tenant).',
+      help: 'Requests refused 429 by the failed-authentication throttle (failed-auth), a rate limit (key, tenant, agency) or the documents budget (documents).',
       labelNames: ['limit'] as const,
       registers: [this.registry],
     })
@@ -205,7 +205,7 @@ export class GatewayMetrics {
     })
   }
 
-  countThrottled(limit: 'failed-auth' | 'key' | 'tenant' | 'agency'): void {
+  countThrottled(limit: 'failed-auth' | 'key' | 'tenant' | 'agency' | 'documents'): void {
     this.throttled.inc({ limit })
   }
 
