@@ -12,6 +12,7 @@ import { apiDocumentPlugin } from '@scoped/shared/api-document'
 import { backendServerOptions, closeConnectionsWhenStopping, HEALTH_ROUTES, healthRoutes, withTls } from '@scoped/shared/backend-server'
 import type { BackendTls } from '@scoped/shared/backend-server'
 import type { Pool } from '@scoped/shared/db'
+import type { NonceRedis } from '@scoped/shared/nonce-store'
 import { errorEnvelopePlugin } from '@scoped/shared/error-envelope-plugin'
 import { requireTenantScope, tenantVerifier } from '@scoped/shared/tenant-verifier'
 import type { SigningSecret } from '@scoped/shared/tenant-signature'
@@ -38,6 +39,8 @@ export interface AgencyAppDeps {
   consoleDeviceSecret?: Buffer
   /** Certificate and key to listen with TLS (AGENCY_SERVICE_TLS_CERT_FILE / _KEY_FILE); plain HTTP when absent. */
   https?: BackendTls
+  /** Where every replica remembers the nonces it accepted (REDIS_URL); this process alone when absent. */
+  nonceRedis?: NonceRedis
 }
 
 /** Trusts the immediate peer (hop 0, the gateway) and nothing behind it. */
@@ -62,6 +65,7 @@ export async function buildAgencyApp(deps: AgencyAppDeps): Promise<FastifyInstan
     secrets: deps.signingSecrets,
     now: () => now().getTime() / 1000,
     unsignedRoutes: UNSIGNED_ROUTES,
+    ...(deps.nonceRedis === undefined ? {} : { redis: deps.nonceRedis }),
   })
   await app.register(healthRoutes, { pool: deps.pool })
   await app.register(consolePlugin, {

@@ -11,7 +11,7 @@ export interface AgencyServiceConfig {
   host: string
   port: number
   databaseUrl: string
-  /** Where gateway key caches are invalidated; unset means a single gateway without a shared cache. */
+  /** Where gateway key caches are invalidated, and where every replica remembers the nonces it accepted; unset means a single gateway without a shared cache, and one replica of this service. */
   redisUrl: string | undefined
   redisKeyPrefix: string
   /** Authenticates what this service writes to the Redis key cache (KEY_CACHE_SECRET, or derived from TENANT_SIGNING_SECRET). */

@@ -4,6 +4,7 @@ import { runMain } from '@scoped/shared/config'
 import { createPool } from '@scoped/shared/db'
 import { createLogger } from '@scoped/shared/logger'
 import { migrateOrWait } from '@scoped/shared/migrate'
+import { createNonceRedis } from '@scoped/shared/nonce-store'
 import { buildAgencyApp } from './app.js'
 import { readAgencyServiceConfig } from './config.js'
 import { createKeyInvalidator } from './invalidator.js'
@@ -17,6 +18,7 @@ runMain('agency-service', async () => {
   const pool = createPool(config.databaseUrl, { applicationName: 'agency-service' })
   const invalidator = createKeyInvalidator(pool, config, 'agency-service')
   const keys = new KeyService(pool, invalidator)
+  const nonceRedis = config.redisUrl === undefined ? undefined : createNonceRedis(config.redisUrl, config.redisKeyPrefix, 'agency-service')
   const app = await buildAgencyApp({
     pool,
     keys,
@@ -24,6 +26,7 @@ runMain('agency-service', async () => {
     signingSecrets: config.signingSecrets,
     consoleDeviceSecret: config.consoleDeviceSecret,
     ...(config.tls === undefined ? {} : { https: config.tls }),
+    ...(nonceRedis === undefined ? {} : { nonceRedis }),
   })
   await serveUntilTerminated(app, {
     name: 'agency-service',
@@ -31,6 +34,7 @@ runMain('agency-service', async () => {
     port: config.port,
     release: async () => {
       await invalidator.close()
+      nonceRedis?.client.disconnect()
       await pool.end()
     },
   })

@@ -67,6 +67,32 @@ const CLIENT_ERRORS = {
   ERR_HTTP_REQUEST_TIMEOUT: { response: rawResponse(408, 'Request Timeout', errorCatalog.requestTimeout.message), outcome: 'request-timeout' },
 } as const
 const BAD_REQUEST = rawResponse(400, 'Bad Request', errorCatalog.badRequest.message)
+/** How long an answered connection may take to read its error answer before it is cut. */
+const ERROR_LINGER_MS = 1_000
+
+/**
+ * A connection Node's HTTP server gave up on (a TLS error, a handshake that
+ * took too long, bytes that are not HTTP) ends here, whatever its client
+ * does. An HTTP error is answered in the envelope and the connection closed
+ * once the answer is written (or after ERROR_LINGER_MS, for a client that
+ * reads nothing); anything else, and a TLS connection that never finished
+ * its handshake above all, is destroyed at once: `end()` on such a socket
+ * writes nothing and closes nothing, and it would stay open for good.
+ */
+export function endClientError(error: NodeJS.ErrnoException, socket: Socket, metrics: GatewayMetrics): void {
+  const known = CLIENT_ERRORS[error.code as keyof typeof CLIENT_ERRORS]
+  if (known !== undefined) metrics.countRequest(known.outcome, null, null)
+  const httpError = known !== undefined || error.code?.startsWith('HPE_') === true
+  if (!httpError || !socket.writable) {
+    socket.destroy()
+    return
+  }
+  socket.end(known?.response ?? BAD_REQUEST)
+  const linger = setTimeout(() => socket.destroy(), ERROR_LINGER_MS)
+  linger.unref()
+  socket.once('finish', () => socket.destroy())
+  socket.once('close', () => clearTimeout(linger))
+}
 
 export interface ApiServerDeps {
   config: GatewayConfig
@@ -88,6 +114,8 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
       minVersion: MIN_TLS_VERSION,
       ciphers: TLS12_CIPHERS,
       honorCipherOrder: true,
+      // Until its handshake is done a connection has no HTTP deadline at all (Node's own default is 120 s).
+      handshakeTimeout: deadlines.handshake,
       // Passed through to Node's server: deadlines are checked every half second, header blocks are capped.
       ...({ connectionsCheckingInterval: 500, maxHeaderSize: MAX_HEADER_BYTES } as object),
     },
@@ -99,6 +127,9 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
     exposeHeadRoutes: false,
     keepAliveTimeout: deadlines.keepAlive,
     requestTimeout: deadlines.request,
+    // A connection on which nothing moves either way for this long is cut: a client that stopped reading its
+    // answer (the request deadline no longer applies once the request is in), or one that vanished mid-answer.
+    connectionTimeout: deadlines.request + deadlines.upstream,
     // Draining is answered by the gate, in the envelope.
     return503OnClosing: false,
     // The router only fails on percent-encoding it cannot decode, which the path rules refuse too.
@@ -108,18 +139,13 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
       refuse(request, reply, 'bad-path')
       logRequest(requestLog, metrics, request, reply)
     },
-    clientErrorHandler: (error: NodeJS.ErrnoException, socket: Socket) => {
-      const known = CLIENT_ERRORS[error.code as keyof typeof CLIENT_ERRORS]
-      if (known !== undefined) metrics.countRequest(known.outcome, null, null)
-      if (error.code !== 'ECONNRESET' && socket.writable) socket.end(known?.response ?? BAD_REQUEST)
-      else socket.destroy(error)
-    },
+    clientErrorHandler: (error: NodeJS.ErrnoException, socket: Socket) => endClientError(error, socket, metrics),
   })
   api.server.headersTimeout = deadlines.headers
   await api.register(errorEnvelopePlugin)
   await api.register(gatePlugin, deps.gate)
   // GET /openapi.json and /docs, before the forwarder's catch-all.
-  await api.register(documentsPlugin)
+  await api.register(documentsPlugin, { limit: config.documentLimit, metrics })
   await api.register(forwarderPlugin, deps.forwarder)
   api.addHook('onResponse', (request, reply, done) => {
     logRequest(requestLog, metrics, request, reply)

@@ -22,6 +22,7 @@ import { buildApiServer } from './api-server.js'
 import type { GatewayConfig } from './config.js'
 import type { ForwarderOptions } from './forwarder.js'
 import type { GateOptions } from './gate.js'
+import { ConnectionGuard } from './connections.js'
 import type { RequestLogger } from './request-log.js'
 import { createRequestLogger } from './request-log.js'
 import type { KeyLayer, RedisClients } from './key-layer.js'
@@ -57,10 +58,10 @@ export interface Gateway {
   close(): Promise<void>
 }
 
-/** How long in-flight requests get at shutdown before their connections are cut. */
-const DRAIN_DEADLINE_MS = 10_000
-/** How long idle keep-alive connections are kept at shutdown, so a request already on its way is answered, not reset. */
+/** How long idle keep-alive connections (and TLS handshakes under way) are kept at shutdown, so a request already on its way is answered, not reset. */
 const IDLE_GRACE_MS = 1_000
+/** The operations listener's connections: probes and a scraper need a few. */
+const ADMIN_CONNECTIONS = { max: 64, perClient: 64 } as const
 const POSTGRES_CHECK_TIMEOUT_MS = 1_000
 
 async function postgresReachable(pool: Pool): Promise<boolean> {
@@ -117,7 +118,7 @@ export async function buildGateway(deps: GatewayDeps): Promise<Gateway> {
     metrics,
     ...requestPath(config, keys, upstreams, metrics, log, isDraining),
   })
-  const plain = createPlainHttpServer(log, metrics)
+  const plain = createPlainHttpServer(log, metrics, config.deadlines)
   // Ready: Postgres answers and this replica is current with the invalidation log (Redis only speeds revocation up).
   const readiness = async (): Promise<Record<string, boolean>> => ({
     postgres: await postgresReachable(pool),
@@ -125,7 +126,12 @@ export async function buildGateway(deps: GatewayDeps): Promise<Gateway> {
     routes: config.routes.routes.length > 0,
     accepting: !draining,
   })
-  const operations = buildOperationsApp(log, metrics, readiness)
+  const operations = buildOperationsApp(log, metrics, readiness, config.deadlines)
+  const guards: ListenerGuards = {
+    api: new ConnectionGuard(api.server, { listener: 'api', limits: config.connections, metrics, trustedProxies: config.trustedProxies }),
+    plain: new ConnectionGuard(plain, { listener: 'http', limits: config.connections, metrics, trustedProxies: config.trustedProxies }),
+    admin: new ConnectionGuard(operations.server, { listener: 'admin', limits: ADMIN_CONNECTIONS, metrics }),
+  }
   // The same checks as gateway_ready, so an alert sees what the load balancer sees.
   metrics.readiness(async () => Object.values(await readiness()).every(Boolean))
 
@@ -143,10 +149,11 @@ export async function buildGateway(deps: GatewayDeps): Promise<Gateway> {
     },
     async close() {
       draining = true
-      await drainListeners(api, plain, log)
+      await drainListeners(api, plain, guards, config.deadlines.drain, log)
       await upstreams.close()
       await keys.stop()
       await pool.end()
+      guards.admin.cutAll()
       await operations.close()
     },
   }
@@ -154,27 +161,40 @@ export async function buildGateway(deps: GatewayDeps): Promise<Gateway> {
 
 /**
  * Stops the API and plain-HTTP listeners, letting in-flight requests finish
- * within DRAIN_DEADLINE_MS. An idle keep-alive connection may already carry a
+ * within GATEWAY_DRAIN_TIMEOUT_MS. An idle keep-alive connection may already carry a
  * request not yet read (a busy event loop, a request sent as the signal
  * came): Node's server.close() (and Fastify's) would destroy it at once, and
  * its client would see a reset. Idle connections get IDLE_GRACE_MS instead: a
  * request arriving meanwhile is answered (503 draining, `Connection: close`);
  * only those still idle after it are closed.
  */
-async function drainListeners(api: FastifyInstance, plain: Server, log: Logger): Promise<void> {
+async function drainListeners(api: FastifyInstance, plain: Server, guards: ListenerGuards, drainMs: number, log: Logger): Promise<void> {
   const closeIdleConnections = api.server.closeIdleConnections.bind(api.server)
   api.server.closeIdleConnections = () => undefined
-  const idleGrace = setTimeout(closeIdleConnections, IDLE_GRACE_MS)
+  // Connections still in their TLS handshake are unknown to Node's HTTP server (and would hold its close): they go with the idle ones.
+  const idleGrace = setTimeout(() => {
+    closeIdleConnections()
+    guards.api.cutHandshaking()
+  }, IDLE_GRACE_MS)
   idleGrace.unref()
   const deadline = setTimeout(() => {
     log.warn('in-flight requests did not finish in time; closing their connections')
     api.server.closeAllConnections()
-  }, DRAIN_DEADLINE_MS)
+    guards.api.cutAll()
+  }, drainMs)
   deadline.unref()
   plain.closeAllConnections()
+  guards.plain.cutAll()
   await Promise.all([api.close(), new Promise<void>((resolve) => plain.close(() => resolve()))])
   clearTimeout(idleGrace)
   clearTimeout(deadline)
+}
+
+/** Each listener's connection guard (connections.ts). */
+interface ListenerGuards {
+  api: ConnectionGuard
+  plain: ConnectionGuard
+  admin: ConnectionGuard
 }
 
 /** Creates the dependencies from the configuration and builds the gateway (not yet listening). */
@@ -204,7 +224,7 @@ export interface LaunchedGateway {
  * process: its log lines and its line per request on `destination`, the
  * gateway built from `config` and started, then "gateway ready" logged with
  * the bound ports. A start that fails half way closes what it had opened
- * (within DRAIN_DEADLINE_MS) before the error goes on.
+ * (within the drain deadline) before the error goes on.
  */
 export async function launchGateway(config: GatewayConfig, destination: DestinationStream): Promise<LaunchedGateway> {
   const log = createLogger('gateway', config.logLevel, destination)
@@ -212,7 +232,7 @@ export async function launchGateway(config: GatewayConfig, destination: Destinat
   try {
     await gateway.start()
   } catch (error) {
-    await withDeadline(gateway.close(), DRAIN_DEADLINE_MS, 'closing after a failed start').catch(() => undefined)
+    await withDeadline(gateway.close(), config.deadlines.drain, 'closing after a failed start').catch(() => undefined)
     throw error
   }
   const ports = gateway.ports()

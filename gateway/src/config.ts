@@ -24,6 +24,7 @@ import { parseTrustedProxies } from './client-address.js'
 import type { RouteMap } from './route-map.js'
 import { parseRouteMap } from './route-map.js'
 import type { TlsFiles } from './tls.js'
+import type { ConnectionLimits } from './connections.js'
 
 /** Paths from the project root, whatever the working directory (this file is gateway/src/config.ts or gateway/dist/config.js). */
 export const defaultRoutesFile = fileURLToPath(new URL('../../deploy/routes.yaml', import.meta.url))
@@ -36,6 +37,8 @@ export interface Listener {
 
 /** Deadlines on the API listener and towards the backends, in milliseconds. */
 export interface Deadlines {
+  /** From the TCP connection until its TLS handshake is done (the TLS server's handshakeTimeout); then the connection is cut. */
+  readonly handshake: number
   /** From connection or previous request until the request's headers are complete (Node's headersTimeout). */
   readonly headers: number
   /** From the headers until the body is complete; a body that takes longer gets 408 and is never forwarded. */
@@ -46,6 +49,8 @@ export interface Deadlines {
   readonly keepAlive: number
   /** How long the gateway waits for a backend's response headers, and between its body chunks (504 after). */
   readonly upstream: number
+  /** At SIGTERM, how long requests in flight get before every connection is cut (the process is gone soon after). */
+  readonly drain: number
 }
 
 export interface GatewayConfig {
@@ -74,13 +79,28 @@ export interface GatewayConfig {
   readonly bodyLimit: number
   /** Proxies whose X-Forwarded-For is believed (GATEWAY_TRUSTED_PROXIES); none by default. */
   readonly trustedProxies: TrustedProxies
+  /** TCP connections per listener, and per client (IPv4 address or IPv6 /64; trusted proxies excepted). */
+  readonly connections: ConnectionLimits
+  /** Requests for the documents (/openapi.json, /docs and its assets) per client and minute, before 429. */
+  readonly documentLimit: number
   /** Failed authentications allowed per client address and window before 429. */
   readonly authFailures: { readonly limit: number; readonly windowMs: number }
   readonly dataDir: string
 }
 
-export const DEFAULT_DEADLINES: Deadlines = Object.freeze({ headers: 10_000, body: 10_000, request: 30_000, keepAlive: 5_000, upstream: 30_000 })
+export const DEFAULT_DEADLINES: Deadlines = Object.freeze({
+  handshake: 10_000,
+  headers: 10_000,
+  body: 10_000,
+  request: 30_000,
+  keepAlive: 5_000,
+  upstream: 30_000,
+  drain: 10_000,
+})
+export const DEFAULT_CONNECTIONS: ConnectionLimits = Object.freeze({ max: 8_192, perClient: 512 })
 export const BODY_LIMIT = 1024 * 1024
+/** Document requests per client and minute (GATEWAY_DOCUMENT_LIMIT): a few dozen page loads, each five requests or fewer. */
+export const DEFAULT_DOCUMENT_LIMIT = 120
 /** The longest request target (path and query) accepted; longer gets 414 before anything else is looked at. */
 export const MAX_REQUEST_TARGET = 8 * 1024
 /** The largest header block accepted (Node's maxHeaderSize); larger gets 431. */
@@ -101,15 +121,24 @@ function readMilliseconds(env: Env, name: string, fallback: number): number {
 
 function readDeadlines(env: Env): Deadlines {
   const deadlines = {
+    handshake: readMilliseconds(env, 'GATEWAY_HANDSHAKE_TIMEOUT_MS', DEFAULT_DEADLINES.handshake),
     headers: readMilliseconds(env, 'GATEWAY_HEADERS_TIMEOUT_MS', DEFAULT_DEADLINES.headers),
     body: readMilliseconds(env, 'GATEWAY_BODY_TIMEOUT_MS', DEFAULT_DEADLINES.body),
     request: readMilliseconds(env, 'GATEWAY_REQUEST_TIMEOUT_MS', DEFAULT_DEADLINES.request),
     keepAlive: readMilliseconds(env, 'GATEWAY_KEEP_ALIVE_TIMEOUT_MS', DEFAULT_DEADLINES.keepAlive),
     upstream: readMilliseconds(env, 'GATEWAY_UPSTREAM_TIMEOUT_MS', DEFAULT_DEADLINES.upstream),
+    drain: readWhole(env, 'GATEWAY_DRAIN_TIMEOUT_MS', DEFAULT_DEADLINES.drain, 100, 600_000, 'milliseconds'),
   }
   // Node requires it: a request deadline shorter than the headers' would cut requests whose headers are still allowed.
   if (deadlines.request < deadlines.headers) throw new ConfigError('GATEWAY_REQUEST_TIMEOUT_MS', 'must be at least GATEWAY_HEADERS_TIMEOUT_MS')
   return Object.freeze(deadlines)
+}
+
+function readConnectionLimits(env: Env): ConnectionLimits {
+  const max = readWhole(env, 'GATEWAY_MAX_CONNECTIONS', DEFAULT_CONNECTIONS.max, 1, 1_000_000, 'connections')
+  const perClient = readWhole(env, 'GATEWAY_MAX_CONNECTIONS_PER_CLIENT', Math.min(DEFAULT_CONNECTIONS.perClient, max), 1, 1_000_000, 'connections')
+  if (perClient > max) throw new ConfigError('GATEWAY_MAX_CONNECTIONS_PER_CLIENT', 'must be at most GATEWAY_MAX_CONNECTIONS')
+  return Object.freeze({ max, perClient })
 }
 
 function readAudiences(env: Env, routes: RouteMap): ReadonlyMap<string, Buffer> {
@@ -171,6 +200,8 @@ export function readGatewayConfig(env: Env): GatewayConfig {
       queue: readWhole(env, 'GATEWAY_UPSTREAM_QUEUE', 256, 0, 100_000, 'requests'),
     }),
     bodyLimit: BODY_LIMIT,
+    connections: readConnectionLimits(env),
+    documentLimit: readWhole(env, 'GATEWAY_DOCUMENT_LIMIT', DEFAULT_DOCUMENT_LIMIT, 1, 1_000_000, 'requests'),
     trustedProxies: parseTrustedProxies(env['GATEWAY_TRUSTED_PROXIES']),
     authFailures: Object.freeze({
       limit: readWhole(env, 'GATEWAY_AUTH_FAILURE_LIMIT', 20, 1, 1_000_000, 'failures'),

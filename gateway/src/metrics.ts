@@ -18,6 +18,10 @@ const SCOPE_LABELS = ['none', 'AGENCY', 'SUB-ACCOUNT'] as const
 const OUTCOME_INDEX = Object.fromEntries(requestOutcomes.map((outcome, index) => [outcome, index])) as Record<RequestOutcome, number>
 
 export type CacheLayer = 'memory' | 'redis'
+/** The gateway's listeners: the HTTPS API, the plain-HTTP refusal, the operations listener. */
+export type ConnectionListener = 'api' | 'http' | 'admin'
+/** Why a connection was closed as soon as it was accepted: the listener's cap, or the client's share of it. */
+export type ConnectionRefusal = 'cap' | 'per-client'
 export type CacheResult = 'hit' | 'miss' | 'error'
 const CACHE_CELLS: ReadonlyArray<[CacheLayer, CacheResult]> = [
   ['memory', 'hit'],
@@ -92,6 +96,8 @@ export class GatewayMetrics {
   /** [postgres, redis]: round trips made by this replica, for the benchmark's per-request figure. */
   private readonly roundTrips = new Float64Array(2)
   private readonly upstream: UpstreamLatency
+  private readonly refusedConnections: Counter<'listener' | 'reason'>
+  private readonly openConnections = new Map<ConnectionListener, () => number>()
 
   constructor(routes: RouteMap) {
     const requests = new Float64Array((routes.routes.length + 1) * SCOPE_LABELS.length * requestOutcomes.length)
@@ -145,7 +151,7 @@ export class GatewayMetrics {
     })
     this.throttled = new Counter({
       name: 'gateway_throttled_requests_total',
-      help: 'Requests refused 429 by the failed-authentication throttle (failed-auth) or a rate limit (key, tenant).',
+      help: 'Requests refused 429 by the failed-authentication throttle (failed-auth), a rate limit (key, tenant, agency) or the documents budget (documents).',
       labelNames: ['limit'] as const,
       registers: [this.registry],
     })
@@ -159,6 +165,22 @@ export class GatewayMetrics {
         this.reset()
         this.inc({ store: 'postgres' }, roundTrips[0]!)
         this.inc({ store: 'redis' }, roundTrips[1]!)
+      },
+    })
+    this.refusedConnections = new Counter({
+      name: 'gateway_connections_refused_total',
+      help: 'TCP connections closed as soon as they were accepted, by listener (api, http, admin) and reason (cap: the listener was full; per-client: that client held its share).',
+      labelNames: ['listener', 'reason'] as const,
+      registers: [this.registry],
+    })
+    const open = this.openConnections
+    new Gauge({
+      name: 'gateway_connections_open',
+      help: 'TCP connections open now, by listener (api, http, admin), TLS handshakes included.',
+      labelNames: ['listener'] as const,
+      registers: [this.registry],
+      collect() {
+        for (const [listener, read] of open) this.set({ listener }, read())
       },
     })
     this.upstream = new UpstreamLatency(routes)
@@ -205,7 +227,16 @@ export class GatewayMetrics {
     })
   }
 
-  countThrottled(limit: 'failed-auth' | 'key' | 'tenant' | 'agency'): void {
+  countRefusedConnection(listener: ConnectionListener, reason: ConnectionRefusal): void {
+    this.refusedConnections.inc({ listener, reason })
+  }
+
+  /** How many connections `listener` holds, read at each scrape. */
+  connectionsOpen(listener: ConnectionListener, read: () => number): void {
+    this.openConnections.set(listener, read)
+  }
+
+  countThrottled(limit: 'failed-auth' | 'key' | 'tenant' | 'agency' | 'documents'): void {
     this.throttled.inc({ limit })
   }
 

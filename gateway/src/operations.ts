@@ -6,13 +6,27 @@
 import Fastify, { LogController } from 'fastify'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import type { Logger } from '@scoped/shared/logger'
+import type { Deadlines } from './config.js'
 import type { GatewayMetrics } from './metrics.js'
 
 /** Each dependency's readiness: name → ready. */
 export type ReadinessCheck = () => Promise<Record<string, boolean>>
 
-export function buildOperationsApp(log: Logger, metrics: GatewayMetrics, readiness: ReadinessCheck): FastifyInstance {
-  const app = Fastify({ loggerInstance: log as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }) })
+/**
+ * The API listener's header, request and keep-alive deadlines apply here too,
+ * checked every half second, so a connection that sends nothing or half a
+ * request cannot hold the process at SIGTERM; close() cuts whatever is left
+ * (a scrape in flight is retried by the scraper).
+ */
+export function buildOperationsApp(log: Logger, metrics: GatewayMetrics, readiness: ReadinessCheck, deadlines: Deadlines): FastifyInstance {
+  const app = Fastify({
+    loggerInstance: log as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+    http: { headersTimeout: deadlines.headers, connectionsCheckingInterval: 500 } as object,
+    requestTimeout: deadlines.request,
+    keepAliveTimeout: deadlines.keepAlive,
+    forceCloseConnections: true,
+  })
   app.get('/healthz', async () => ({ status: 'ok' }))
   app.get('/readyz', async (_request, reply) => {
     const checks = await readiness()

@@ -9,6 +9,7 @@ import { apiDocumentPlugin } from '@scoped/shared/api-document'
 import { backendServerOptions, closeConnectionsWhenStopping, HEALTH_ROUTES, healthRoutes, withTls } from '@scoped/shared/backend-server'
 import type { BackendTls } from '@scoped/shared/backend-server'
 import type { Pool } from '@scoped/shared/db'
+import type { NonceRedis } from '@scoped/shared/nonce-store'
 import { errorEnvelopePlugin } from '@scoped/shared/error-envelope-plugin'
 import { requireTenantScope, tenantVerifier } from '@scoped/shared/tenant-verifier'
 import type { SigningSecret } from '@scoped/shared/tenant-signature'
@@ -27,6 +28,8 @@ export interface ResourceAppDeps {
   now?: () => Date
   /** Certificate and key to listen with TLS (RESOURCE_SERVICE_TLS_CERT_FILE / _KEY_FILE); plain HTTP when absent. */
   https?: BackendTls
+  /** Where every replica remembers the nonces it accepted (REDIS_URL); this process alone when absent. */
+  nonceRedis?: NonceRedis
 }
 
 export async function buildResourceApp(deps: ResourceAppDeps): Promise<FastifyInstance> {
@@ -41,6 +44,7 @@ export async function buildResourceApp(deps: ResourceAppDeps): Promise<FastifyIn
     secrets: deps.signingSecrets,
     now: () => now().getTime() / 1000,
     unsignedRoutes: HEALTH_ROUTES,
+    ...(deps.nonceRedis === undefined ? {} : { redis: deps.nonceRedis }),
   })
   await app.register(healthRoutes, { pool: deps.pool })
   await app.register(

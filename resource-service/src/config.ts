@@ -1,6 +1,6 @@
 /** resource-service configuration, read and validated once at start. */
 import type { Env, LogLevel } from '@scoped/shared/config'
-import { readDatabaseUrl, readHost, readLogLevel, readPort } from '@scoped/shared/config'
+import { readDatabaseUrl, readHost, readLogLevel, readPort, readRedisKeyPrefix, readRedisUrl } from '@scoped/shared/config'
 import { readAudienceSecrets } from '@scoped/shared/secrets'
 import { readBackendTls } from '@scoped/shared/backend-server'
 import type { BackendTls } from '@scoped/shared/backend-server'
@@ -10,6 +10,9 @@ export interface ResourceServiceConfig {
   host: string
   port: number
   databaseUrl: string
+  /** Where every replica of this service remembers the nonces it accepted; unset: this process alone (one replica only). */
+  redisUrl: string | undefined
+  redisKeyPrefix: string
   /**
    * This backend's own signing secrets: RESOURCE_SERVICE_SIGNING_SECRET (else derived from TENANT_SIGNING_SECRET),
    * then RESOURCE_SERVICE_SIGNING_SECRET_PREVIOUS (else derived from TENANT_SIGNING_SECRET_PREVIOUS) during a rotation.
@@ -25,6 +28,8 @@ export function readResourceServiceConfig(env: Env): Readonly<ResourceServiceCon
     host: readHost(env, 'RESOURCE_SERVICE_HOST', '127.0.0.1'),
     port: readPort(env, 'RESOURCE_SERVICE_PORT', 4002),
     databaseUrl: readDatabaseUrl(env).url,
+    redisUrl: readRedisUrl(env),
+    redisKeyPrefix: readRedisKeyPrefix(env),
     signingSecrets: readAudienceSecrets(env, RESOURCE_SERVICE_AUDIENCE),
     tls: readBackendTls(env, 'RESOURCE_SERVICE'),
     logLevel: readLogLevel(env),

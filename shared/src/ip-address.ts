@@ -53,6 +53,19 @@ function fromBigInt(value: bigint, family: AddressFamily): string {
   return normalizeAddress(groups.join(':'))!
 }
 
+/**
+ * The part of a client address that names one client, for every per-client
+ * budget: an IPv4 address as it is, an IPv6 address by its /64 (one host
+ * picks any address of its /64 at will). Anything that is not an address is
+ * its own group.
+ */
+export function clientGroup(raw: string): string {
+  const address = normalizeAddress(raw)
+  if (address === undefined) return raw
+  if (familyOf(address) === 'ipv4') return address
+  return `${fromBigInt((toBigInt(address, 'ipv6') >> 64n) << 64n, 'ipv6')}/64`
+}
+
 export interface Cidr {
   /** The network address, normalized. */
   address: string

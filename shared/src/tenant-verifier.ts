@@ -9,8 +9,10 @@
  * In order, for every signed route:
  * 1. onRequest: verifyTenantHeaders (presence, form, replay window, audience,
  *    the MAC under this audience's current or previous secret); then the nonce,
- *    refused when seen before and otherwise remembered; then, for a request
- *    without a body, the signed digest must be the empty body's.
+ *    refused when seen before and otherwise remembered (nonce-store.ts: in
+ *    Redis too, for every replica, when the backend has REDIS_URL; 503 when
+ *    that cannot be known); then, for a request without a body, the signed
+ *    digest must be the empty body's.
  * 2. preParsing: a request with a body is read through a hashing stream that
  *    compares the digest of the bytes Fastify read with the signed one at
  *    their end, so the parser (and the handler) never get a mismatched body.
@@ -19,7 +21,8 @@
  *    reaches a handler with a digest nobody checked.
  *
  * Every refusal is 401 in the error envelope and one warn line naming the
- * reason, never a header value.
+ * reason, never a header value; a nonce that cannot be checked is 503 with
+ * Retry-After, and a warn line.
  *
  * Which routes are unsigned (health probes, the console) is decided on the
  * route the router matched, never on the raw path the caller sent; a request
@@ -33,6 +36,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookH
 import fp from 'fastify-plugin'
 import { ApiError, errorCatalog } from './errors.js'
 import { sendError } from './error-envelope-plugin.js'
+import type { NonceRedis, NonceStore } from './nonce-store.js'
+import { ProcessNonceStore, SharedNonceStore } from './nonce-store.js'
+export { NonceMemory } from './nonce-store.js'
 import type { Scope } from './scope.js'
 import { isAudience } from './secrets.js'
 import type { SigningSecret, Tenant, TenantRefusal } from './tenant-signature.js'
@@ -62,7 +68,12 @@ export interface TenantVerifierOptions {
    * whole segments with the path the matched route was declared with.
    */
   unsignedRoutes?: readonly string[]
+  /** Where every replica of this backend sees the nonces (REDIS_URL); this process's memory alone when absent. */
+  redis?: NonceRedis
 }
+
+/** Seconds a client is told to wait when a nonce could not be checked: Redis is failing fast, or came back. */
+export const NONCE_RETRY_AFTER_SECONDS = 1
 
 /** Why a request was refused, as logged: the signature's own reasons, a nonce seen before, or a body that is not the signed one. */
 export type TenantVerifierRefusal = TenantRefusal | 'replayed' | 'body-mismatch'
@@ -82,48 +93,6 @@ function unsignedRouteCheck(unsignedRoutes: readonly string[]): (request: Fastif
   return (request) => {
     const routeUrl = request.routeOptions.url ?? (request.is404 ? (request.raw.url ?? '').split('?')[0]! : undefined)
     return routeUrl !== undefined && unsignedRoutes.some((prefix) => isUnderPrefix(routeUrl, prefix))
-  }
-}
-
-/**
- * The nonces accepted within the replay window, in two generations of Sets:
- * each check is O(1) and memory holds at most two periods of requests. A
- * request signed at `t` is acceptable from `t - window` to `t + window`, so a
- * nonce must be remembered for two windows after it was first accepted; a
- * nonce stays at least one whole period (it is dropped only when its
- * generation is rotated out the second time), so the period is two windows.
- */
-export class NonceMemory {
-  private current = new Set<string>()
-  private previous = new Set<string>()
-  private startedAt: number | undefined
-
-  constructor(private readonly periodSeconds: number) {}
-
-  /** True when the nonce is new (it is now remembered); false when it was seen within the period. */
-  remember(nonce: string, nowSeconds: number): boolean {
-    this.rotate(nowSeconds)
-    if (this.current.has(nonce) || this.previous.has(nonce)) return false
-    this.current.add(nonce)
-    return true
-  }
-
-  /** How many nonces are held (for tests of the bound). */
-  get size(): number {
-    return this.current.size + this.previous.size
-  }
-
-  private rotate(nowSeconds: number): void {
-    if (this.startedAt === undefined) {
-      this.startedAt = nowSeconds
-      return
-    }
-    const elapsed = nowSeconds - this.startedAt
-    // A clock that went back (tests move it) rotates nothing: forgetting early would let a replay through.
-    if (elapsed < this.periodSeconds) return
-    this.previous = elapsed >= 2 * this.periodSeconds ? new Set() : this.current
-    this.current = new Set()
-    this.startedAt = nowSeconds
   }
 }
 
@@ -189,7 +158,10 @@ export const tenantVerifier = fp(
     const now = options.now ?? (() => Date.now() / 1000)
     const windowSeconds = options.windowSeconds ?? DEFAULT_REPLAY_WINDOW_SECONDS
     const isUnsigned = unsignedRouteCheck([...(options.unsignedRoutes ?? [])])
-    const nonces = new NonceMemory(2 * windowSeconds)
+    const nonces: NonceStore =
+      options.redis === undefined
+        ? new ProcessNonceStore(windowSeconds)
+        : new SharedNonceStore(options.redis, audience, windowSeconds, (error) => app.log.warn({ err: error }, 'nonce store unavailable'))
 
     const refuse = (request: FastifyRequest, reply: FastifyReply, reason: TenantVerifierRefusal): FastifyReply => {
       request.log.warn({ reason }, 'tenant signature refused')
@@ -217,7 +189,14 @@ export const tenantVerifier = fp(
       )
       if (!result.ok) return refuse(request, reply, result.reason)
       // Remembered only now that the signature is the gateway's, so an unsigned flood cannot fill the memory.
-      if (!nonces.remember(result.nonce, at)) return refuse(request, reply, 'replayed')
+      const seen = await nonces.remember(result.nonce, at)
+      if (seen === 'replayed') return refuse(request, reply, 'replayed')
+      // Accepting a nonce that cannot be checked could accept a replay: refused, to be sent again.
+      if (seen === 'unavailable') {
+        request.log.warn({ reason: 'nonce-unavailable' }, 'tenant signature not checked')
+        reply.header('retry-after', String(NONCE_RETRY_AFTER_SECONDS))
+        return sendError(reply, errorCatalog.serviceUnavailable.status, errorCatalog.serviceUnavailable.message)
+      }
       const withBody = hasBody(request)
       if (!withBody && !sameDigest(result.contentDigest, EMPTY_CONTENT_DIGEST)) return refuse(request, reply, 'body-mismatch')
       verifiedRequests.set(request, { tenant: result.tenant, digest: result.contentDigest, bodyChecked: !withBody })

@@ -1,7 +1,7 @@
 /**
- * Highly available Redis: the whole stack (gateway, agency-service,
- * resource-service, and ctl) with REDIS_URL naming a Sentinel deployment
- * (redis+sentinel://…, test/helpers/redis-sentinel.ts). The primary fails
+ * Highly available Redis: the whole stack (gateway, agency-service and ctl;
+ * resource-service keeps its nonces in its own memory) with REDIS_URL naming
+ * a Sentinel deployment (redis+sentinel://…, test/helpers/redis-sentinel.ts). The primary fails
  * over twice while requests flow through the gateway to the backends, first
  * killed (a crash), then demoted by a planned failover (it stays up as a
  * replica). Each time every request keeps succeeding (Redis only speeds
@@ -26,7 +26,9 @@ import { startStack } from '../helpers/stack.js'
 
 t.test('failovers of the Redis primary under load', async (t) => {
   const sentinel = await startSentinelDeployment(t)
-  const stack = await startStack(t, { redis: { url: sentinel.url } })
+  // resource-service, which the traffic reaches during the failovers, keeps its nonces in its own memory: on the Sentinel
+  // deployment it would refuse signed requests (503) until it reaches the new primary. agency-service stays on it.
+  const stack = await startStack(t, { redis: { url: sentinel.url }, backendEnv: { resource: { REDIS_URL: '' } } })
   const replica = stack.replicas[0]!
   const client = httpsClient(t, replica.port, stack.cert)
   const tenants = new TenantStore(stack.db.pool)
@@ -133,6 +135,8 @@ t.test('failovers of the Redis primary under load', async (t) => {
     await underLoad(t, () => sentinel.killPrimary(), fresh[0]!)
     await t.test('ctl revokes through the new primary, and the very next request gets 401', (t) => revokedAtOnce(t, revoked[0]!))
     await t.test('agency-service follows too: deleting a sub-account ends its keys at once', async (t) => {
+      const primary = await sentinel.primaryPort()
+      await eventually('agency-service on the new primary', async () => (await sentinel.clientNames(primary)).some((name) => name === 'agency-service-nonces'))
       const before = await heardThroughRedis()
       const deleted = await client.request(`/v1/agency/sub-accounts/${doomed.id}`, { method: 'DELETE', headers: bearer(agencyKey.key) })
       t.equal(deleted.status, 204)

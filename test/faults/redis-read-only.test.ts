@@ -25,7 +25,9 @@ const LATER_MS = 6_000
 
 t.test('Redis refusing writes: revoke, delete and sub-account deletion still take effect at once, everywhere', async (t) => {
   const redis = await startRedisServer(t)
-  const stack = await startStack(t, { replicas: 2, redis: { url: redis.url } })
+  // The backends keep their nonces in their own memory: with this Redis they would refuse every signed request once it
+  // refuses writes (agency-service's invalidator then confirms through Postgres alone; ctl's meets the refusing Redis).
+  const stack = await startStack(t, { replicas: 2, redis: { url: redis.url }, backendEnv: { agency: { REDIS_URL: '' }, resource: { REDIS_URL: '' } } })
   const clients: HttpsClient[] = stack.gatewayPorts.map((port) => httpsClient(t, port, stack.cert))
   const codec = new KeyStateCodec(readKeyCacheSecret({ TENANT_SIGNING_SECRET: stack.secret })!)
   const entryName = (key: CreatedKey) => `${stack.redis.prefix}key:${hashKey(key.key)}`

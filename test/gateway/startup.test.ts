@@ -29,6 +29,13 @@ t.test('configuration: defaults', async (t) => {
   t.equal(config.redis, null)
   t.equal(config.tls, null)
   t.same(config.deadlines, DEFAULT_DEADLINES)
+  t.same(config.connections, { max: 8192, perClient: 512 })
+  t.equal(config.documentLimit, 120)
+  t.same(
+    readGatewayConfig({ TENANT_SIGNING_SECRET: secret, GATEWAY_MAX_CONNECTIONS: '100' }).connections,
+    { max: 100, perClient: 100 },
+    'a cap below the share',
+  )
   t.ok(Object.isFrozen(config) && Object.isFrozen(config.api))
   const custom = readGatewayConfig({
     TENANT_SIGNING_SECRET: secret,
@@ -66,6 +73,11 @@ t.test('configuration: every bad value is a ConfigError naming its variable', as
     ['admin host', { GATEWAY_ADMIN_HOST: 'a b' }, 'GATEWAY_ADMIN_HOST'],
     ['log level', { LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
     ['upstream timeout', { GATEWAY_UPSTREAM_TIMEOUT_MS: '0' }, 'GATEWAY_UPSTREAM_TIMEOUT_MS'],
+    ['handshake timeout', { GATEWAY_HANDSHAKE_TIMEOUT_MS: '5s' }, 'GATEWAY_HANDSHAKE_TIMEOUT_MS'],
+    ['drain timeout', { GATEWAY_DRAIN_TIMEOUT_MS: '0' }, 'GATEWAY_DRAIN_TIMEOUT_MS'],
+    ['connection cap', { GATEWAY_MAX_CONNECTIONS: '0' }, 'GATEWAY_MAX_CONNECTIONS'],
+    ['a client’s share over the cap', { GATEWAY_MAX_CONNECTIONS: '100', GATEWAY_MAX_CONNECTIONS_PER_CLIENT: '101' }, 'GATEWAY_MAX_CONNECTIONS_PER_CLIENT'],
+    ['document budget', { GATEWAY_DOCUMENT_LIMIT: '-5' }, 'GATEWAY_DOCUMENT_LIMIT'],
     ['certificate without key', { TLS_CERT_FILE: `${dir}/cert.pem` }, 'TLS_KEY_FILE'],
     ['key without certificate', { TLS_KEY_FILE: `${dir}/key.pem` }, 'TLS_CERT_FILE'],
     ['certificate file missing', { TLS_CERT_FILE: `${dir}/missing.pem`, TLS_KEY_FILE: `${dir}/key.pem` }, 'TLS_CERT_FILE'],

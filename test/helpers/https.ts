@@ -15,6 +15,8 @@ import type { Teardown } from './teardown.js'
 export interface HttpsResponse {
   status: number
   headers: Record<string, string | string[] | undefined>
+  /** The body's bytes as they came (never decompressed). */
+  body: Buffer
   text: string
   /** The body parsed as JSON, or undefined when it is not JSON. */
   json: any // eslint-disable-line @typescript-eslint/no-explicit-any -- test assertions read arbitrary fields
@@ -40,14 +42,15 @@ export function httpsClient(t: Teardown, port: number, ca: string): HttpsClient 
   return {
     async request(path, options = {}) {
       const response = await agent.request({ origin, path, method: options.method ?? 'GET', headers: options.headers, body: options.body })
-      const text = await response.body.text()
+      const body = Buffer.from(await response.body.arrayBuffer())
+      const text = body.toString('utf8')
       let json: unknown
       try {
         json = JSON.parse(text)
       } catch {
         json = undefined
       }
-      return { status: response.statusCode, headers: response.headers, text, json }
+      return { status: response.statusCode, headers: response.headers, body, text, json }
     },
     close: () => agent.close(),
   }

@@ -36,6 +36,13 @@ export interface StackOptions {
   /** Extra environment for the gateway replicas only. */
   gatewayEnv?: ProcessEnv
   /**
+   * Extra environment for one backend only: `{ REDIS_URL: '' }` keeps its
+   * nonces in its own memory (one replica), for a test whose Redis faults are
+   * about the gateway (a backend with REDIS_URL refuses every signed request
+   * while its Redis cannot record a nonce: test/e2e/backend-replay.test.ts).
+   */
+  backendEnv?: { agency?: ProcessEnv; resource?: ProcessEnv }
+  /**
    * A DATABASE_URL per process (a least-privilege login each, say), made once
    * the test database exists; a process left out uses the database's owner.
    */
@@ -135,14 +142,20 @@ export async function startStack(t: Test, replicasOrOptions: number | StackOptio
     startProcess(
       t,
       'agency-service/src/main.ts',
-      { ...common, ...databaseUrl(urls.agency), ...backendTlsEnv('AGENCY_SERVICE'), AGENCY_SERVICE_PORT: String(agencyPort) },
+      { ...common, ...databaseUrl(urls.agency), ...backendTlsEnv('AGENCY_SERVICE'), ...options.backendEnv?.agency, AGENCY_SERVICE_PORT: String(agencyPort) },
       /agency-service ready/,
       STARTUP_MS,
     ),
     startProcess(
       t,
       'resource-service/src/main.ts',
-      { ...common, ...databaseUrl(urls.resource), ...backendTlsEnv('RESOURCE_SERVICE'), RESOURCE_SERVICE_PORT: String(resourcePort) },
+      {
+        ...common,
+        ...databaseUrl(urls.resource),
+        ...backendTlsEnv('RESOURCE_SERVICE'),
+        ...options.backendEnv?.resource,
+        RESOURCE_SERVICE_PORT: String(resourcePort),
+      },
       /resource-service ready/,
       STARTUP_MS,
     ),

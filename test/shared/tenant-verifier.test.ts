@@ -2,7 +2,8 @@
  * The backends' tenant verifier: a request passes only when the gateway
  * signed it for this backend's audience, with this body, once, within the
  * window; every refusal is 401 in the envelope and one warn line naming the
- * reason and no header value.
+ * reason and no header value. With Redis, "once" holds across every replica
+ * of a backend, and a nonce Redis cannot check is refused (503).
  */
 import t from 'tap'
 import { request as httpRequest } from 'node:http'
@@ -23,8 +24,15 @@ import {
   tenantHeaders,
 } from '@scoped/shared/tenant-signature'
 import type { TenantVerifierRefusal } from '@scoped/shared/tenant-verifier'
-import { NonceMemory, requireTenantScope, tenantSubAccountId, tenantVerifier } from '@scoped/shared/tenant-verifier'
+import type { NonceRedis } from '@scoped/shared/nonce-store'
+import { NonceMemory, nonceKey } from '@scoped/shared/nonce-store'
+import { createRedis } from '@scoped/shared/redis'
+import { requireTenantScope, tenantSubAccountId, tenantVerifier } from '@scoped/shared/tenant-verifier'
+import { startRedisServer } from '../helpers/redis-server.js'
+import { createTestRedis } from '../helpers/redis.js'
 import { newNonce } from '../helpers/signed-request.js'
+import type { Teardown } from '../helpers/teardown.js'
+import { waitFor } from '../helpers/wait-for.js'
 
 const master = 'm'.repeat(40)
 const masterPrevious = 'n'.repeat(40)
@@ -56,13 +64,20 @@ interface Built {
   writes: unknown[]
 }
 
-async function build(clock: { now: number }, windowSeconds?: number): Promise<Built> {
+async function build(clock: { now: number }, windowSeconds?: number, redis?: NonceRedis): Promise<Built> {
   let lines: string[] = []
   const logger = pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) })
   const options: FastifyServerOptions = { loggerInstance: logger }
   const app = Fastify(options)
   await app.register(errorEnvelopePlugin)
-  await app.register(tenantVerifier, { audience, secrets: [secret, previous], now: () => clock.now, windowSeconds, unsignedRoutes: ['/healthz', '/console'] })
+  await app.register(tenantVerifier, {
+    audience,
+    secrets: [secret, previous],
+    now: () => clock.now,
+    windowSeconds,
+    unsignedRoutes: ['/healthz', '/console'],
+    ...(redis === undefined ? {} : { redis }),
+  })
   const writes: unknown[] = []
   app.get('/healthz', async () => ({ ok: true }))
   app.get('/healthz/deep', async () => ({ ok: true }))
@@ -588,4 +603,121 @@ t.test('the verifier refuses to start without a secret or without an audience', 
       await app.ready()
     }, message)
   }
+})
+
+/** A backend's nonce client on `url`, as the services make it (createNonceRedis), connected; disconnected at teardown. */
+async function nonceClient(t: Teardown, url: string, prefix: string): Promise<NonceRedis> {
+  const client = createRedis(url, 'tenant-verifier-test-nonces')
+  t.teardown(() => client.disconnect())
+  await client.connect()
+  return { client, prefix }
+}
+
+t.test('with Redis, a nonce one replica accepted is refused by every other replica of the backend', async (t) => {
+  const redis = await createTestRedis(t)
+  const clock = { now: Math.floor(Date.now() / 1000) }
+  const replicas = [
+    await build(clock, undefined, await nonceClient(t, redis.url, redis.prefix)),
+    await build(clock, undefined, await nonceClient(t, redis.url, redis.prefix)),
+  ]
+  for (const { app } of replicas) t.teardown(() => app.close())
+  const [one, two] = replicas as [Built, Built]
+  const headers: Record<string, string> = { ...signed('POST', '/v1/things', clock.now, { body: bodyA }), ...json }
+  const send = (replica: Built) => replica.app.inject({ method: 'POST', url: '/v1/things', headers, payload: bodyA })
+  t.equal((await send(one)).statusCode, 201, 'the first replica accepts it')
+  two.take()
+  const replayed = await send(two)
+  t.equal(replayed.statusCode, 401, 'the same request at the second replica')
+  t.same(replayed.json(), refused)
+  t.match(
+    two.take().map((line) => JSON.parse(line) as LogLine),
+    [{ reason: 'replayed' }],
+    'refused as replayed',
+  )
+  t.same(two.writes, [], 'its handler never ran')
+  const nonce = headers[tenantHeaders.nonce]!
+  const ttl = await redis.client.pttl(nonceKey(redis.prefix, audience, nonce))
+  t.ok(ttl > 0 && ttl <= 60_000, `kept in Redis for two windows (${ttl} ms left)`)
+  t.equal((await send(one)).statusCode, 401, 'and at the first replica again')
+
+  // Without Redis each process remembers only its own: one replica per backend, as the docs say.
+  const alone = [await build(clock), await build(clock)]
+  for (const { app } of alone) t.teardown(() => app.close())
+  const other = { ...signed('GET', '/v1/tenant', clock.now) }
+  t.equal((await alone[0]!.app.inject({ method: 'GET', url: '/v1/tenant', headers: other })).statusCode, 200)
+  t.equal((await alone[0]!.app.inject({ method: 'GET', url: '/v1/tenant', headers: other })).statusCode, 401, 'a process refuses its own replay')
+  t.equal((await alone[1]!.app.inject({ method: 'GET', url: '/v1/tenant', headers: other })).statusCode, 200, 'another process alone cannot know it')
+})
+
+t.test('Redis down, stalled or refusing writes: a signed request is refused with 503 and Retry-After, never accepted unchecked', async (t) => {
+  const server = await startRedisServer(t)
+  const clock = { now: Math.floor(Date.now() / 1000) }
+  const replica = await build(clock, undefined, await nonceClient(t, server.url, 'sak-nonce-test:'))
+  t.teardown(() => replica.app.close())
+  const get = () => replica.app.inject({ method: 'GET', url: '/v1/tenant', headers: signed('GET', '/v1/tenant', clock.now) })
+  const post = () =>
+    replica.app.inject({ method: 'POST', url: '/v1/things', headers: { ...signed('POST', '/v1/things', clock.now, { body: bodyA }), ...json }, payload: bodyA })
+  const unavailable = { success: false, message: 'Service temporarily unavailable' }
+  const refusedNow = async (what: string, send: () => ReturnType<typeof get>) => {
+    const started = performance.now()
+    const response = await send()
+    const ms = performance.now() - started
+    t.equal(response.statusCode, 503, `${what}: 503`)
+    t.same(response.json(), unavailable, `${what}: in the envelope`)
+    t.equal(response.headers['retry-after'], '1', `${what}: Retry-After`)
+    return ms
+  }
+  t.equal((await get()).statusCode, 200, 'Redis up: served')
+
+  // Stalled: writes wait at Redis; the client gives up at its 2 s command deadline.
+  const control = server.client()
+  await control.call('CLIENT', 'PAUSE', '4000', 'WRITE')
+  const stalledMs = await refusedNow('Redis stalled', get)
+  t.ok(stalledMs < 3_500, `the wait is bounded by the command deadline (${stalledMs.toFixed(0)} ms)`)
+  await control.call('CLIENT', 'UNPAUSE')
+
+  // Refusing writes: out of memory, nothing evicted.
+  await server.configSet('maxmemory-policy', 'noeviction')
+  await server.configSet('maxmemory', '1')
+  await refusedNow('Redis refusing writes', post)
+  t.same(replica.writes, [], 'no write ran')
+  await server.configSet('maxmemory', '0')
+
+  await server.stop()
+  const downMs = await refusedNow('Redis down', get)
+  t.ok(downMs < 1_000, `refused at once while disconnected (${downMs.toFixed(0)} ms)`)
+  await refusedNow('Redis down, a write', post)
+  t.same(replica.writes, [], 'no write ran')
+
+  await server.start()
+  let status = 0
+  await waitFor(async () => (status = (await get()).statusCode) === 200, 'the client to reconnect')
+  t.equal(status, 200, 'Redis back: served again')
+})
+
+t.test('the Redis user of docs/operations.md is enough for a backend, and reads nothing of the gateway', async (t) => {
+  const server = await startRedisServer(t)
+  const prefix = 'sak:'
+  const control = server.client()
+  // The line docs/operations.md gives, for resource-service under the default prefix.
+  await control.call(
+    'ACL',
+    ...`SETUSER resource-service on >nonce-password resetkeys ~${prefix}nonce:${audience}:* resetchannels -@all +set +info +client|setname`.split(' '),
+  )
+  await control.set(`${prefix}key:0123`, 'a sealed key-cache entry')
+  const url = `redis://resource-service:nonce-password@127.0.0.1:${server.port}`
+  const clock = { now: Math.floor(Date.now() / 1000) }
+  const replica = await build(clock, undefined, await nonceClient(t, url, prefix))
+  t.teardown(() => replica.app.close())
+  const headers = signed('GET', '/v1/tenant', clock.now)
+  t.equal((await replica.app.inject({ method: 'GET', url: '/v1/tenant', headers })).statusCode, 200, 'a signed request is served')
+  t.equal((await replica.app.inject({ method: 'GET', url: '/v1/tenant', headers })).statusCode, 401, 'its replay is refused')
+  const as = createRedis(url, 'acl-probe')
+  t.teardown(() => as.disconnect())
+  await as.connect()
+  await t.rejects(as.get(`${prefix}key:0123`), /NOPERM/, 'it cannot read the key cache')
+  await t.rejects(as.set(`${prefix}key:0123`, 'forged'), /NOPERM/, 'nor write it')
+  await t.rejects(as.set(`${prefix}nonce:${AGENCY_SERVICE_AUDIENCE}:x`, '1'), /NOPERM/, 'nor the other backend’s nonces')
+  await t.rejects(as.del(nonceKey(prefix, audience, headers[tenantHeaders.nonce]!)), /NOPERM/, 'nor forget a nonce')
+  await t.rejects(as.publish(`${prefix}invalidations`, 'x'), /NOPERM/, 'nor publish')
 })

@@ -12,7 +12,7 @@ import type { Limit, LimitKind } from './config.js'
 import type { BucketRef } from './buckets.js'
 
 /** The names of the gateway's policies: plain tokens, so no sf-string escaping is ever needed. */
-export type PolicyName = LimitKind | 'failed-auth'
+export type PolicyName = LimitKind | 'failed-auth' | 'documents'
 
 /** A non-negative sf-integer (at most 15 digits). */
 function sfInteger(value: number): number {
@@ -69,4 +69,11 @@ export function failedAuthHeaders(limit: number, windowSeconds: number, retryAft
     ratelimit: stateItem('failed-auth', 0, retryAfterSeconds),
     'retry-after': retryAfter(retryAfterSeconds),
   }
+}
+
+/** The headers of a fixed-window budget (the documents'): the policy, what is left, and on a refusal Retry-After. */
+export function budgetHeaders(name: PolicyName, limit: number, windowSeconds: number, remaining: number, resetSeconds: number): Record<string, string> {
+  const headers: Record<string, string> = { 'ratelimit-policy': policyItem(name, limit, windowSeconds), ratelimit: stateItem(name, remaining, resetSeconds) }
+  if (remaining <= 0) headers['retry-after'] = retryAfter(resetSeconds)
+  return headers
 }
