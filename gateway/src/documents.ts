@@ -49,7 +49,7 @@ const SHORT_CACHE = 'public, max-age=60'
 const IMMUTABLE_CACHE = 'public, max-age=31536000, immutable'
 
 /** Marks the routes of this plugin, so the gate can tell them from the forwarder's catch-all. */
-const DOCUMENT_ROUTE = { gatewayDocument: true } as const
+export const DOCUMENT_ROUTE = { gatewayDocument: true } as const
 
 /**
  * Whether the gate lets a request through without a key: the router chose one

@@ -14,6 +14,7 @@ import { errorEnvelopePlugin } from '@scoped/shared/error-envelope-plugin'
 import { createLogger } from '@scoped/shared/logger'
 import { parseTrustedProxies } from '@scoped/gateway/client-address'
 import { MAX_REQUEST_TARGET } from '@scoped/gateway/config'
+import { DOCUMENT_ROUTE } from '@scoped/gateway/documents'
 import { FORWARDED_METHODS, gatePlugin } from '@scoped/gateway/gate'
 import { GatewayMetrics } from '@scoped/gateway/metrics'
 import type { Refusal } from '@scoped/gateway/outcomes'
@@ -89,7 +90,7 @@ async function gateHarness(t: Test, options: { trustedProxies?: string } = {}): 
     limiter,
   })
   // A document route, as documents.ts has; and in the forwarder's place, an answer naming what it was handed.
-  app.get('/openapi.json', async () => ({ document: true }))
+  app.get('/openapi.json', { config: DOCUMENT_ROUTE }, async () => ({ document: true }))
   app.route({ method: [...FORWARDED_METHODS], url: '/*', handler: async (request) => ({ passed: request.gateway?.kind }) })
   app.addHook('onResponse', async (request) => {
     if (request.gateway !== null) harness.decisions.push(request.gateway)
