@@ -4,7 +4,7 @@
  */
 import type { Pool } from '@scoped/shared/db'
 import { inTransaction, pgErrorCode, pgErrorCodes } from '@scoped/shared/db'
-import { ApiError } from '@scoped/shared/errors'
+import { ApiError, invalidField } from '@scoped/shared/errors'
 import { hashPassword, passwordProblem } from '@scoped/shared/passwords'
 import { requireName, requireUuid } from '@scoped/shared/validation'
 import type { ActorInput } from './audit/actor.js'
@@ -80,12 +80,12 @@ export class TenantStore {
   async createUser(input: NewUser, actor: ActorInput = 'system'): Promise<{ id: string; email: string }> {
     const email = requireEmail(input.email)
     const agencyId = requireUuid(input.agencyId, 'agency id')
-    if (!isRole(input.role)) throw new ApiError('badRequest', `role must be one of ${roles.join(', ')}`)
+    if (!isRole(input.role)) throw invalidField('role', `must be one of ${roles.join(', ')}`)
     const role = input.role
     const subAccountId = input.subAccountId === undefined ? undefined : requireUuid(input.subAccountId, 'sub-account id')
     // Length (one maximum with sign-in) and the bundled list of common passwords.
     const problem = passwordProblem(input.password)
-    if (problem !== undefined) throw new ApiError('badRequest', problem)
+    if (problem !== undefined) throw new ApiError('badRequest', problem, { field: 'password' })
     const passwordHash = await hashPassword(input.password)
     return inTransaction(this.pool, async (client) => {
       const agency = await client.query(`SELECT 1 FROM agencies WHERE id = $1`, [agencyId])
