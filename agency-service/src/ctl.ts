@@ -256,9 +256,11 @@ async function run(pool: Pool, env: Env, words: string[], flags: Flags): Promise
           if (allowlist === undefined && rateLimit === undefined) {
             throw new UsageError('key update needs --allow-cidr C (repeatable) or --allow-any, and/or --rate R --burst B or --clear-rate-limit')
           }
-          const updated = await keys.update(argument, actor, { allowedCidrs: allowlist, rateLimit }, undefined, {
-            allowedCidrs: '--allow-cidr',
-            ...RATE_LIMIT_FIELDS,
+          const updated = await keys.update(argument, {
+            actor,
+            allowedCidrs: allowlist,
+            rateLimit,
+            fields: { allowedCidrs: '--allow-cidr', ...RATE_LIMIT_FIELDS },
           })
           // What was changed, and only that: `{"id","allowedCidrs"}` for an allowlist alone (the contract's shape).
           return {

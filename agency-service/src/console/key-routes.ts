@@ -241,7 +241,12 @@ export async function keyRoutes(app: FastifyInstance, options: KeyRoutesOptions)
       const key = await manageableKey(area, request.params)
       const value = formField(request, 'allowedCidrs') ?? ''
       try {
-        await keys.updateAllowedCidrs(key.id, consoleActor(request), cidrsFromForm(value), area.owner, 'Allowed addresses')
+        await keys.update(key.id, {
+          actor: consoleActor(request),
+          owner: area.owner,
+          allowedCidrs: cidrsFromForm(value),
+          fields: { allowedCidrs: 'Allowed addresses' },
+        })
       } catch (error) {
         if (!(error instanceof FormFieldError) && (!isApiError(error) || error.code !== 'badRequest')) throw error
         return sendPage(reply, 400, addressesPage(paths, sessionOf(request), area, key, { value, error: error.message }))
@@ -272,7 +277,7 @@ export async function keyRoutes(app: FastifyInstance, options: KeyRoutesOptions)
       }
       const rateLimit = action === 'clear' ? null : { rate: parseDecimal(form.rate), burst: parseDecimal(form.burst) }
       try {
-        await keys.update(key.id, consoleActor(request), { rateLimit }, area.owner, RATE_LIMIT_FIELDS)
+        await keys.update(key.id, { actor: consoleActor(request), owner: area.owner, rateLimit, fields: RATE_LIMIT_FIELDS })
       } catch (error) {
         if (!isApiError(error) || error.code !== 'badRequest') throw error
         return sendPage(

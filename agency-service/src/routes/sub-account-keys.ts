@@ -189,7 +189,12 @@ export async function subAccountKeyRoutes(app: FastifyInstance, options: { pool:
     { schema: { querystring: NO_QUERY_SCHEMA, body: updateSchema, response: { 200: itemResponse(keyItemSchema, 'The key, with its new allowlist') } } },
     async (request) => {
       const owner = await ownerOf(request)
-      const updated = await keys.updateAllowedCidrs(keyIdOf(request), actorOf(request), request.body.allowedCidrs, owner, 'body.allowedCidrs')
+      const updated = await keys.update(keyIdOf(request), {
+        actor: actorOf(request),
+        owner,
+        allowedCidrs: request.body.allowedCidrs,
+        fields: { allowedCidrs: 'body.allowedCidrs' },
+      })
       return { success: true, data: keyItem(updated) }
     },
   )
