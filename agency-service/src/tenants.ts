@@ -11,13 +11,7 @@ import type { ActorInput } from './audit/actor.js'
 import { toActor } from './audit/actor.js'
 import { recordAuditEvent } from './audit/audit-log.js'
 import { requireEmail } from './users/email.js'
-
-export const roles = ['owner', 'admin', 'member'] as const
-export type Role = (typeof roles)[number]
-
-export function isRole(value: unknown): value is Role {
-  return typeof value === 'string' && (roles as readonly string[]).includes(value)
-}
+import { isRole, roles } from './users/roles.js'
 
 export interface NewUser {
   email: unknown
