@@ -20,6 +20,13 @@ export default tseslint.config(
     },
   },
   {
+    // Functions a reader can hold in one sitting (issue 28). gateway/src is left out until its long
+    // functions (the gate, the forwarder, buildGateway) are split; then drop the ignore.
+    files: ['*/src/**/*.ts', 'scripts/**/*.ts'],
+    ignores: ['gateway/src/**'],
+    rules: { 'max-lines-per-function': ['error', { max: 80 }] },
+  },
+  {
     // tap's t.test() returns a promise that tap itself tracks.
     files: ['test/**/*.ts'],
     rules: { '@typescript-eslint/no-floating-promises': 'off' },
