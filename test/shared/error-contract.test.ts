@@ -13,7 +13,7 @@ import { errorCatalog } from '@scoped/shared/errors'
 import type { ErrorCode } from '@scoped/shared/errors'
 import { refusals } from '@scoped/gateway/outcomes'
 import type { Refusal } from '@scoped/gateway/outcomes'
-import { refuse, WWW_AUTHENTICATE } from '@scoped/gateway/respond'
+import { refuse, refuseRaw, WWW_AUTHENTICATE } from '@scoped/gateway/respond'
 
 interface Row {
   status: number
@@ -105,6 +105,11 @@ t.test('a status-only entry is never sent with the catalog text', async (t) => {
 t.test('every gateway refusal is a catalog entry, documented, and respond.ts sends exactly that', async (t) => {
   const app = Fastify()
   app.get<{ Params: { outcome: Refusal } }>('/:outcome', (request, reply) => refuse(request, reply, request.params.outcome))
+  // The same refusal written to Node's response, as the forwarder does once it has taken the reply over.
+  app.get<{ Params: { outcome: Refusal } }>('/raw/:outcome', (request, reply) => {
+    reply.hijack()
+    refuseRaw(request, reply, request.params.outcome)
+  })
   t.teardown(() => app.close())
   for (const [outcome, entry] of Object.entries(refusals) as Array<[Refusal, Row]>) {
     t.ok(
@@ -121,6 +126,8 @@ t.test('every gateway refusal is a catalog entry, documented, and respond.ts sen
     t.same(response.json(), { success: false, message: entry.message }, `${outcome}: the envelope, exactly`)
     t.match(response.headers['content-type'], /^application\/json/, `${outcome}: JSON`)
     if (entry.status === 401) t.equal(response.headers['www-authenticate'], WWW_AUTHENTICATE, `${outcome}: names the scheme`)
+    const raw = await app.inject({ method: 'GET', url: `/raw/${outcome}` })
+    t.same([raw.statusCode, raw.json()], [entry.status, { success: false, message: entry.message }], `${outcome}: the same when written raw`)
   }
 })
 
