@@ -20,6 +20,11 @@ export default tseslint.config(
     },
   },
   {
+    // Functions a reader can hold in one sitting.
+    files: ['*/src/**/*.ts', 'scripts/**/*.ts'],
+    rules: { 'max-lines-per-function': ['error', { max: 80 }] },
+  },
+  {
     // tap's t.test() returns a promise that tap itself tracks.
     files: ['test/**/*.ts'],
     rules: { '@typescript-eslint/no-floating-promises': 'off' },

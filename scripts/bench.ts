@@ -30,6 +30,7 @@ import { createPool } from '@scoped/shared/db'
 import { generateKey } from '@scoped/shared/keys'
 import { migrate } from '@scoped/shared/migrate'
 import { COLD_KEYS, coldPaths } from './bench/cold-paths.js'
+import type { Certificate } from './bench/fixtures.js'
 import { certificate, clearPrefix, connectRedis, createTenant, insertKeys, temporaryDatabase } from './bench/fixtures.js'
 import { flood } from './bench/flood.js'
 import type { GatewaySetup } from './bench/gateway.js'
@@ -78,21 +79,35 @@ function progress(text: string): void {
   process.stderr.write(`bench: ${text}\n`)
 }
 
+/** What the run has started: every process is in `running`, to be stopped whatever happens. */
+interface BenchRun {
+  work: string
+  notes: string[]
+  running: Started[]
+}
+
+/** The targets every measurement names, and the setup that starts another gateway replica (the cold paths' warming one). */
+interface Targets {
+  all: Target[]
+  bare: Target
+  noChecks: Target
+  gateway: Target
+  setup: GatewaySetup
+}
+
 async function main(): Promise<void> {
   const settings = readSettings()
   const startedAt = new Date().toISOString()
   const host = machine()
-  const notes: string[] = []
   const generator = loadGenerator()
   progress(`load generator: ${generator.description}`)
-  if (generator.name === 'node' && process.env['BENCH_GENERATOR'] === undefined)
-    notes.push(`wrk is not installed (apt-get install -y wrk): the load came from ${NODE_CLIENT}, which costs the machine far more per request.`)
   const redisUrl = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379'
   const redis = await connectRedis(redisUrl)
   const redisPrefix = `sak-bench-${randomBytes(4).toString('hex')}:`
   const db = await temporaryDatabase()
-  const work = mkdtempSync(join(tmpdir(), 'sak-bench-'))
-  const running: Started[] = []
+  const run: BenchRun = { work: mkdtempSync(join(tmpdir(), 'sak-bench-')), notes: [], running: [] }
+  if (generator.name === 'node' && process.env['BENCH_GENERATOR'] === undefined)
+    run.notes.push(`wrk is not installed (apt-get install -y wrk): the load came from ${NODE_CLIENT}, which costs the machine far more per request.`)
   const pool = createPool(db.url, { max: 2, applicationName: 'bench' })
   try {
     await migrate(db.url)
@@ -103,112 +118,21 @@ async function main(): Promise<void> {
     progress(`inserting ${settings.keys} keys into api_keys, then 2 000 lookups of unknown keys`)
     const million = await millionKeys(db.url, tenant, settings.keys)
 
-    const tls = await certificate(work)
-    const [upstreamPort, barePort, nginxPort, noChecksPort] = [await freePort(), await freePort(), await freePort(), await freePort()]
-    const routesFile = join(work, 'routes.yaml')
-    writeFileSync(routesFile, `routes:\n  - prefix: /v1/agents\n    scope: SUB-ACCOUNT\n    upstream: http://127.0.0.1:${upstreamPort}\n`)
-    const upstream = await startNode('upstream', 'scripts/bench/upstream.ts', [String(upstreamPort)], {}, /upstream ready/)
-    running.push(upstream)
-    const bare = await startNode(
-      BARE,
-      'scripts/bench/bare-proxy.ts',
-      [String(barePort), String(upstreamPort), tls.certFile, tls.keyFile],
-      {},
-      /bare proxy ready/,
+    const setup = { databaseUrl: db.url, redisUrl, redisPrefix }
+    const targets = await startTargets(run, setup, warmKey)
+    const measured = await measureTargets(settings, targets, () =>
+      coldPaths(pool, tenant, targets.gateway, () => startGateway('warming replica', targets.setup)),
     )
-    running.push(bare)
-    const noChecks = await startNode(
-      NO_CHECKS,
-      'scripts/bench/no-check-forwarder.ts',
-      [String(noChecksPort), String(upstreamPort), tls.certFile, tls.keyFile],
-      {},
-      /no-check forwarder ready/,
-    )
-    running.push(noChecks)
-    const setup: GatewaySetup = {
-      databaseUrl: db.url,
-      redisUrl,
-      redisPrefix,
-      signingSecret: randomBytes(32).toString('hex'),
-      routesFile,
-      ...tls,
-      logDir: work,
-      // For the flood: a random X-Forwarded-For per request, believed from 127.0.0.1, and no throttle stop.
-      env: { GATEWAY_AUTH_FAILURE_LIMIT: '1000000', GATEWAY_TRUSTED_PROXIES: '127.0.0.1' },
-    }
-    const gateway = await startGateway(GATEWAY, setup)
-    running.push(gateway)
-
-    const gatewayTarget: Target = {
-      name: GATEWAY,
-      origin: gateway.apiUrl,
-      headers: { authorization: `Bearer ${warmKey}` },
-      pid: gateway.pid,
-      metricsUrl: gateway.metricsUrl,
-    }
-    const bareTarget: Target = { name: BARE, origin: `https://127.0.0.1:${barePort}`, headers: {}, pid: bare.pid }
-    const noChecksTarget: Target = { name: NO_CHECKS, origin: `https://127.0.0.1:${noChecksPort}`, headers: {}, pid: noChecks.pid }
-    const targets: Target[] = [{ name: 'upstream alone', origin: `http://127.0.0.1:${upstreamPort}`, headers: {}, pid: upstream.pid }, bareTarget]
-    const nginxBinary = findNginx()
-    if (nginxBinary === null) notes.push('nginx is not installed (apt-get install -y nginx): its row is skipped.')
-    else {
-      const nginx = await startNginx(nginxBinary, join(work, 'nginx'), nginxPort, upstreamPort, tls).catch((error: unknown) => {
-        notes.push(`nginx (${nginxBinary}) did not start, its row is skipped: ${error instanceof Error ? error.message : String(error)}`)
-        return null
-      })
-      if (nginx !== null) {
-        running.push(nginx)
-        targets.push({ name: 'nginx', origin: `https://127.0.0.1:${nginxPort}`, headers: {}, pid: nginx.pid })
-      }
-    }
-    targets.push(noChecksTarget, gatewayTarget)
-
-    progress(`warming up ${targets.map((t) => t.name).join(', ')}`)
-    await warmUp(targets, Math.min(2, settings.seconds), settings.connections)
-    progress(`${settings.rounds} rounds × ${targets.length} targets × ${settings.seconds} s, ${settings.connections} connections`)
-    const rounds = await runRounds(targets, settings.rounds, settings.seconds, settings.connections, (sample) =>
-      progress(
-        `round ${sample.round} ${sample.target.padEnd(14)} ${sample.load.perSecond.toFixed(0).padStart(6)} req/s  p99 ${sample.load.p99Ms.toFixed(2)} ms  ${JSON.stringify(sample.load.statuses)}`,
-      ),
-    )
-
-    progress(`paired at saturation: ${BARE} and ${GATEWAY} in turn, ${SLICE_MS} ms at a time, ${settings.pairedSeconds} s each`)
-    const pairedRun = await paired(bareTarget, gatewayTarget, settings.pairedSeconds, settings.connections)
-    progress(
-      `paired: ${pairedRun.targets.map((t) => `${t.name} ${t.perSecond.toFixed(0)} req/s p99 ${t.p99Ms.toFixed(2)} ms`).join(', ')}; throughput ratio ${pairedRun.throughputRatio.toFixed(2)}`,
-    )
-
-    progress(`paired at saturation, the ceiling: ${BARE} and ${NO_CHECKS} in turn, ${SLICE_MS} ms at a time, ${settings.pairedSeconds} s each`)
-    const ceiling = await paired(bareTarget, noChecksTarget, settings.pairedSeconds, settings.connections)
-    progress(`ceiling: throughput ratio ${ceiling.throughputRatio.toFixed(2)}`)
-
-    progress(`side by side: ${settings.sideWindows} windows of the same load on ${BARE}, ${NO_CHECKS} and ${GATEWAY} at once`)
-    const side = await sideBySide([bareTarget, noChecksTarget, gatewayTarget], settings.sideWindows, sideRate(pairedRun), progress)
-
-    progress(`cold paths: ${COLD_KEYS} Redis-only keys (warmed by a second replica) and ${COLD_KEYS} Postgres-only keys`)
-    const cold = await coldPaths(pool, tenant, gatewayTarget, () => startGateway('warming replica', setup))
-
-    progress(`soak: ${settings.soakSeconds} s at full load, after ${SOAK_WARM_UP_SECONDS} s of it`)
-    const soaked = await soak(gatewayTarget, settings.soakSeconds, settings.connections)
-
-    progress(`flood: ${settings.floodKeys} distinct unknown keys over ${settings.floodConnections} connections`)
-    const flooded = await flood(gatewayTarget, settings.floodKeys, settings.floodConnections)
-
+    const finishedAt = new Date().toISOString()
     const report = buildReport({
       startedAt,
-      finishedAt: new Date().toISOString(),
+      finishedAt,
       machine: host,
       generator: { name: generator.name, description: generator.description },
       settings,
-      notes,
-      rounds,
-      paired: pairedRun,
-      ceiling,
-      side,
+      notes: run.notes,
       million,
-      cold,
-      soak: soaked,
-      flood: flooded,
+      ...measured,
     })
     const file = writeJson(report)
     process.stdout.write(markdown(report, file))
@@ -221,13 +145,108 @@ async function main(): Promise<void> {
           () => undefined,
           (error: unknown) => progress(`clean-up: ${what} failed: ${String(error)}`),
         )
-    await attempt('stopping processes', () => Promise.all(running.map((child) => child.stop())))
+    await attempt('stopping processes', () => Promise.all(run.running.map((child) => child.stop())))
     await attempt('closing the pool', () => pool.end())
-    await attempt('removing the work directory', () => rmSync(work, { recursive: true, force: true }))
+    await attempt('removing the work directory', () => rmSync(run.work, { recursive: true, force: true }))
     await attempt('removing the Redis keys', () => clearPrefix(redis, redisPrefix))
     redis.disconnect()
     await attempt('dropping the database', () => db.drop())
   }
+}
+
+/** The upstream, the bare proxy, the no-check forwarder, nginx when installed, and the gateway, all started; in the order they are measured. */
+async function startTargets(run: BenchRun, stores: Pick<GatewaySetup, 'databaseUrl' | 'redisUrl' | 'redisPrefix'>, warmKey: string): Promise<Targets> {
+  const { work, running } = run
+  const tls = await certificate(work)
+  const [upstreamPort, barePort, noChecksPort] = [await freePort(), await freePort(), await freePort()]
+  const routesFile = join(work, 'routes.yaml')
+  writeFileSync(routesFile, `routes:\n  - prefix: /v1/agents\n    scope: SUB-ACCOUNT\n    upstream: http://127.0.0.1:${upstreamPort}\n`)
+  const upstream = await startNode('upstream', 'scripts/bench/upstream.ts', [String(upstreamPort)], {}, /upstream ready/)
+  running.push(upstream)
+  const proxyArguments = (port: number): string[] => [String(port), String(upstreamPort), tls.certFile, tls.keyFile]
+  const bare = await startNode(BARE, 'scripts/bench/bare-proxy.ts', proxyArguments(barePort), {}, /bare proxy ready/)
+  running.push(bare)
+  const noChecks = await startNode(NO_CHECKS, 'scripts/bench/no-check-forwarder.ts', proxyArguments(noChecksPort), {}, /no-check forwarder ready/)
+  running.push(noChecks)
+  const setup: GatewaySetup = {
+    ...stores,
+    signingSecret: randomBytes(32).toString('hex'),
+    routesFile,
+    ...tls,
+    logDir: work,
+    // For the flood: a random X-Forwarded-For per request, believed from 127.0.0.1, and no throttle stop.
+    env: { GATEWAY_AUTH_FAILURE_LIMIT: '1000000', GATEWAY_TRUSTED_PROXIES: '127.0.0.1' },
+  }
+  const gateway = await startGateway(GATEWAY, setup)
+  running.push(gateway)
+
+  const gatewayTarget: Target = {
+    name: GATEWAY,
+    origin: gateway.apiUrl,
+    headers: { authorization: `Bearer ${warmKey}` },
+    pid: gateway.pid,
+    metricsUrl: gateway.metricsUrl,
+  }
+  const bareTarget: Target = { name: BARE, origin: `https://127.0.0.1:${barePort}`, headers: {}, pid: bare.pid }
+  const noChecksTarget: Target = { name: NO_CHECKS, origin: `https://127.0.0.1:${noChecksPort}`, headers: {}, pid: noChecks.pid }
+  const all: Target[] = [{ name: 'upstream alone', origin: `http://127.0.0.1:${upstreamPort}`, headers: {}, pid: upstream.pid }, bareTarget]
+  const nginx = await startNginxTarget(run, upstreamPort, tls)
+  if (nginx !== null) all.push(nginx)
+  all.push(noChecksTarget, gatewayTarget)
+  return { all, bare: bareTarget, noChecks: noChecksTarget, gateway: gatewayTarget, setup }
+}
+
+/** nginx as a reference when it is installed and starts; otherwise a note says why its row is missing. */
+async function startNginxTarget(run: BenchRun, upstreamPort: number, tls: Certificate): Promise<Target | null> {
+  const nginxBinary = findNginx()
+  if (nginxBinary === null) {
+    run.notes.push('nginx is not installed (apt-get install -y nginx): its row is skipped.')
+    return null
+  }
+  const nginxPort = await freePort()
+  const nginx = await startNginx(nginxBinary, join(run.work, 'nginx'), nginxPort, upstreamPort, tls).catch((error: unknown) => {
+    run.notes.push(`nginx (${nginxBinary}) did not start, its row is skipped: ${error instanceof Error ? error.message : String(error)}`)
+    return null
+  })
+  if (nginx === null) return null
+  run.running.push(nginx)
+  return { name: 'nginx', origin: `https://127.0.0.1:${nginxPort}`, headers: {}, pid: nginx.pid }
+}
+
+/** Every measurement after the million keys, in order; `cold` measures the cold paths (it starts a replica of its own). */
+async function measureTargets(settings: Settings, targets: Targets, cold: () => ReturnType<typeof coldPaths>) {
+  const { all, bare, noChecks, gateway } = targets
+  progress(`warming up ${all.map((t) => t.name).join(', ')}`)
+  await warmUp(all, Math.min(2, settings.seconds), settings.connections)
+  progress(`${settings.rounds} rounds × ${all.length} targets × ${settings.seconds} s, ${settings.connections} connections`)
+  const rounds = await runRounds(all, settings.rounds, settings.seconds, settings.connections, (sample) =>
+    progress(
+      `round ${sample.round} ${sample.target.padEnd(14)} ${sample.load.perSecond.toFixed(0).padStart(6)} req/s  p99 ${sample.load.p99Ms.toFixed(2)} ms  ${JSON.stringify(sample.load.statuses)}`,
+    ),
+  )
+
+  progress(`paired at saturation: ${BARE} and ${GATEWAY} in turn, ${SLICE_MS} ms at a time, ${settings.pairedSeconds} s each`)
+  const pairedRun = await paired(bare, gateway, settings.pairedSeconds, settings.connections)
+  progress(
+    `paired: ${pairedRun.targets.map((t) => `${t.name} ${t.perSecond.toFixed(0)} req/s p99 ${t.p99Ms.toFixed(2)} ms`).join(', ')}; throughput ratio ${pairedRun.throughputRatio.toFixed(2)}`,
+  )
+
+  progress(`paired at saturation, the ceiling: ${BARE} and ${NO_CHECKS} in turn, ${SLICE_MS} ms at a time, ${settings.pairedSeconds} s each`)
+  const ceiling = await paired(bare, noChecks, settings.pairedSeconds, settings.connections)
+  progress(`ceiling: throughput ratio ${ceiling.throughputRatio.toFixed(2)}`)
+
+  progress(`side by side: ${settings.sideWindows} windows of the same load on ${BARE}, ${NO_CHECKS} and ${GATEWAY} at once`)
+  const side = await sideBySide([bare, noChecks, gateway], settings.sideWindows, sideRate(pairedRun), progress)
+
+  progress(`cold paths: ${COLD_KEYS} Redis-only keys (warmed by a second replica) and ${COLD_KEYS} Postgres-only keys`)
+  const coldRun = await cold()
+
+  progress(`soak: ${settings.soakSeconds} s at full load, after ${SOAK_WARM_UP_SECONDS} s of it`)
+  const soaked = await soak(gateway, settings.soakSeconds, settings.connections)
+
+  progress(`flood: ${settings.floodKeys} distinct unknown keys over ${settings.floodConnections} connections`)
+  const flooded = await flood(gateway, settings.floodKeys, settings.floodConnections)
+  return { rounds, paired: pairedRun, ceiling, side, cold: coldRun, soak: soaked, flood: flooded }
 }
 
 main().then(

@@ -109,7 +109,13 @@ async function main(): Promise<void> {
     }
   }
 
-  const ctl = database.embedded ? 'npm run --silent ctl --' : 'DATABASE_URL=… npm run --silent ctl --'
+  printWelcome({ embedded: database.embedded, databaseUrl, redis: redisUrl !== undefined && redisUrl !== '', gatewayPort, httpPort, adminPort })
+}
+
+/** Where everything is, and the ctl commands of a first agency, sub-account and key. */
+function printWelcome(stack: { embedded: boolean; databaseUrl: string; redis: boolean; gatewayPort: number; httpPort: number; adminPort: number }): void {
+  const { gatewayPort, httpPort, adminPort } = stack
+  const ctl = stack.embedded ? 'npm run --silent ctl --' : 'DATABASE_URL=… npm run --silent ctl --'
   say('')
   say('The stack is running.')
   say(`  API (HTTPS)        https://localhost:${gatewayPort}/v1/…   (development certificate: curl -k, or --cacert .data/dev-tls/cert.pem)`)
@@ -117,8 +123,8 @@ async function main(): Promise<void> {
   say(`  console            https://localhost:${gatewayPort}/console/`)
   say(`  plain HTTP         http://localhost:${httpPort}   (rejects every request)`)
   say(`  operations         http://127.0.0.1:${adminPort}/healthz  /readyz  /metrics`)
-  say(`  database           ${database.embedded ? `embedded Postgres, ${databaseUrl}` : 'DATABASE_URL'}`)
-  say(`  cache              ${redisUrl ? 'Redis (REDIS_URL)' : 'none (one gateway replica; set REDIS_URL for more)'}`)
+  say(`  database           ${stack.embedded ? `embedded Postgres, ${stack.databaseUrl}` : 'DATABASE_URL'}`)
+  say(`  cache              ${stack.redis ? 'Redis (REDIS_URL)' : 'none (one gateway replica; set REDIS_URL for more)'}`)
   say(`  logs               .data/logs/`)
   say('')
   say('A first agency, sub-account and key:')

@@ -13,7 +13,7 @@
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto'
 import type { Pool } from '@scoped/shared/db'
 import { inTransaction } from '@scoped/shared/db'
-import { ApiError } from '@scoped/shared/errors'
+import { ApiError, invalidField } from '@scoped/shared/errors'
 
 export const SERVICE_ROLES = ['scoped_gateway', 'scoped_resource', 'scoped_agency'] as const
 export type ServiceRole = (typeof SERVICE_ROLES)[number]
@@ -56,14 +56,17 @@ interface ExistingRole {
 }
 
 export async function grantLogin(pool: Pool, input: GrantLogin): Promise<GrantedLogin> {
-  if (!isServiceRole(input.role)) throw new ApiError('badRequest', `--role must be one of ${SERVICE_ROLES.join(', ')}`)
+  if (!isServiceRole(input.role)) throw invalidField({ name: 'role', label: '--role' }, `must be one of ${SERVICE_ROLES.join(', ')}`)
   const role = input.role
   if (typeof input.user !== 'string' || !LOGIN_NAME.test(input.user) || input.user.startsWith('pg_') || isServiceRole(input.user)) {
-    throw new ApiError('badRequest', '--user must be a lower-case role name (letters, digits, _; not pg_… nor a group role)')
+    throw invalidField({ name: 'user', label: '--user' }, 'must be a lower-case role name (letters, digits, _; not pg_… nor a group role)')
   }
   const user = input.user
   if (!LOGIN_PASSWORD.test(input.password)) {
-    throw new ApiError('badRequest', 'the password must be 16 to 1024 printable ASCII characters without spaces (openssl rand -hex 32 makes one)')
+    throw invalidField(
+      { name: 'password', label: 'the password' },
+      'must be 16 to 1024 printable ASCII characters without spaces (openssl rand -hex 32 makes one)',
+    )
   }
   const verifier = scramSha256Verifier(input.password)
   return inTransaction(pool, async (client) => {

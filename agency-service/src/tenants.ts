@@ -4,20 +4,14 @@
  */
 import type { Pool } from '@scoped/shared/db'
 import { inTransaction, pgErrorCode, pgErrorCodes } from '@scoped/shared/db'
-import { ApiError } from '@scoped/shared/errors'
+import { ApiError, invalidField } from '@scoped/shared/errors'
 import { hashPassword, passwordProblem } from '@scoped/shared/passwords'
 import { requireName, requireUuid } from '@scoped/shared/validation'
 import type { ActorInput } from './audit/actor.js'
 import { toActor } from './audit/actor.js'
 import { recordAuditEvent } from './audit/audit-log.js'
 import { requireEmail } from './users/email.js'
-
-export const roles = ['owner', 'admin', 'member'] as const
-export type Role = (typeof roles)[number]
-
-export function isRole(value: unknown): value is Role {
-  return typeof value === 'string' && (roles as readonly string[]).includes(value)
-}
+import { isRole, roles } from './users/roles.js'
 
 export interface NewUser {
   email: unknown
@@ -80,12 +74,12 @@ export class TenantStore {
   async createUser(input: NewUser, actor: ActorInput = 'system'): Promise<{ id: string; email: string }> {
     const email = requireEmail(input.email)
     const agencyId = requireUuid(input.agencyId, 'agency id')
-    if (!isRole(input.role)) throw new ApiError('badRequest', `role must be one of ${roles.join(', ')}`)
+    if (!isRole(input.role)) throw invalidField('role', `must be one of ${roles.join(', ')}`)
     const role = input.role
     const subAccountId = input.subAccountId === undefined ? undefined : requireUuid(input.subAccountId, 'sub-account id')
     // Length (one maximum with sign-in) and the bundled list of common passwords.
     const problem = passwordProblem(input.password)
-    if (problem !== undefined) throw new ApiError('badRequest', problem)
+    if (problem !== undefined) throw new ApiError('badRequest', problem, { field: 'password' })
     const passwordHash = await hashPassword(input.password)
     return inTransaction(this.pool, async (client) => {
       const agency = await client.query(`SELECT 1 FROM agencies WHERE id = $1`, [agencyId])

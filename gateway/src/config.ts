@@ -54,7 +54,6 @@ export interface Deadlines {
 }
 
 export interface GatewayConfig {
-  readonly tenantSigningSecret: string
   /** The secret that signs the tenant headers for each audience of the route map (readAudienceSecrets). */
   readonly audienceSecrets: ReadonlyMap<string, Buffer>
   /** Seals Redis key-cache entries, invalidation messages and acknowledgements (KEY_CACHE_SECRET or derived). */
@@ -174,7 +173,8 @@ function readRoutes(env: Env): { routesFile: string; routes: RouteMap } {
 }
 
 export function readGatewayConfig(env: Env): GatewayConfig {
-  const tenantSigningSecret = requireSecret(env, 'TENANT_SIGNING_SECRET')
+  // Required, so that a deployment without it stops at start naming it; the gateway keeps only what derives from it (audienceSecrets, keyCacheSecret).
+  requireSecret(env, 'TENANT_SIGNING_SECRET')
   // The backends' rotation secret is not the gateway's business, but a malformed one is still refused here.
   readSecret(env, 'TENANT_SIGNING_SECRET_PREVIOUS')
   const redisUrl = readRedisUrl(env)
@@ -182,7 +182,6 @@ export function readGatewayConfig(env: Env): GatewayConfig {
   const host = readHost(env, 'GATEWAY_HOST', '0.0.0.0')
   const { routesFile, routes } = readRoutes(env)
   return Object.freeze({
-    tenantSigningSecret,
     audienceSecrets: readAudiences(env, routes),
     keyCacheSecret: readKeyCacheSecret(env)!,
     databaseUrl: readDatabaseUrl(env).url,

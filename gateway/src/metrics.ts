@@ -84,6 +84,55 @@ class UpstreamLatency {
   }
 }
 
+/** gateway_requests_total, read from the replica's array of counts when scraped. */
+function registerRequestCounter(registry: Registry, requests: Float64Array, routes: RouteMap): void {
+  new Counter({
+    name: 'gateway_requests_total',
+    help: 'Requests by outcome, key scope and route prefix.',
+    labelNames: ['outcome', 'scope', 'route'] as const,
+    registers: [registry],
+    collect() {
+      this.reset()
+      requests.forEach((count, cell) => {
+        if (count === 0) return
+        const outcome = cell % requestOutcomes.length
+        const scope = Math.floor(cell / requestOutcomes.length) % SCOPE_LABELS.length
+        const route = Math.floor(cell / (requestOutcomes.length * SCOPE_LABELS.length))
+        this.inc({ outcome: requestOutcomes[outcome]!, scope: SCOPE_LABELS[scope]!, route: route === 0 ? 'none' : routes.routes[route - 1]!.prefix }, count)
+      })
+    },
+  })
+}
+
+/** gateway_key_cache_lookups_total, from the array of cache counts. */
+function registerCacheCounter(registry: Registry, cache: Float64Array): void {
+  new Counter({
+    name: 'gateway_key_cache_lookups_total',
+    help: 'Key cache lookups by layer (memory, redis) and result (hit, miss, error).',
+    labelNames: ['layer', 'result'] as const,
+    registers: [registry],
+    collect() {
+      this.reset()
+      CACHE_CELLS.forEach(([layer, result], cell) => this.inc({ layer, result }, cache[cell]!))
+    },
+  })
+}
+
+/** gateway_store_round_trips_total: [postgres, redis]. */
+function registerRoundTrips(registry: Registry, roundTrips: Float64Array): void {
+  new Counter({
+    name: 'gateway_store_round_trips_total',
+    help: 'Round trips to Postgres and Redis made by this replica (key lookups, cache reads and writes, log polls, last-use writes, throttling).',
+    labelNames: ['store'] as const,
+    registers: [registry],
+    collect() {
+      this.reset()
+      this.inc({ store: 'postgres' }, roundTrips[0]!)
+      this.inc({ store: 'redis' }, roundTrips[1]!)
+    },
+  })
+}
+
 export class GatewayMetrics {
   readonly registry = new Registry()
   /** [route index + 1 (0: none)][scope][outcome] */
@@ -105,32 +154,8 @@ export class GatewayMetrics {
     this.requests = requests
     this.cache = cache
     collectDefaultMetrics({ register: this.registry, prefix: 'gateway_' })
-    new Counter({
-      name: 'gateway_requests_total',
-      help: 'Requests by outcome, key scope and route prefix.',
-      labelNames: ['outcome', 'scope', 'route'] as const,
-      registers: [this.registry],
-      collect() {
-        this.reset()
-        requests.forEach((count, cell) => {
-          if (count === 0) return
-          const outcome = cell % requestOutcomes.length
-          const scope = Math.floor(cell / requestOutcomes.length) % SCOPE_LABELS.length
-          const route = Math.floor(cell / (requestOutcomes.length * SCOPE_LABELS.length))
-          this.inc({ outcome: requestOutcomes[outcome]!, scope: SCOPE_LABELS[scope]!, route: route === 0 ? 'none' : routes.routes[route - 1]!.prefix }, count)
-        })
-      },
-    })
-    new Counter({
-      name: 'gateway_key_cache_lookups_total',
-      help: 'Key cache lookups by layer (memory, redis) and result (hit, miss, error).',
-      labelNames: ['layer', 'result'] as const,
-      registers: [this.registry],
-      collect() {
-        this.reset()
-        CACHE_CELLS.forEach(([layer, result], cell) => this.inc({ layer, result }, cache[cell]!))
-      },
-    })
+    registerRequestCounter(this.registry, requests, routes)
+    registerCacheCounter(this.registry, cache)
     this.invalidationsBySource = new Counter({
       name: 'gateway_key_invalidations_total',
       help: 'Keys invalidated in this replica, by where it heard of it (redis: the fast path; postgres: the invalidation log).',
@@ -155,18 +180,7 @@ export class GatewayMetrics {
       labelNames: ['limit'] as const,
       registers: [this.registry],
     })
-    const roundTrips = this.roundTrips
-    new Counter({
-      name: 'gateway_store_round_trips_total',
-      help: 'Round trips to Postgres and Redis made by this replica (key lookups, cache reads and writes, log polls, last-use writes, throttling).',
-      labelNames: ['store'] as const,
-      registers: [this.registry],
-      collect() {
-        this.reset()
-        this.inc({ store: 'postgres' }, roundTrips[0]!)
-        this.inc({ store: 'redis' }, roundTrips[1]!)
-      },
-    })
+    registerRoundTrips(this.registry, this.roundTrips)
     this.refusedConnections = new Counter({
       name: 'gateway_connections_refused_total',
       help: 'TCP connections closed as soon as they were accepted, by listener (api, http, admin) and reason (cap: the listener was full; per-client: that client held its share).',

@@ -7,11 +7,11 @@
  *
  * Why not undici, as everywhere else: a general client's work per request
  * (a request object, header validation, a parser, a body stream) cost the
- * generator 75–95 µs of CPU per request on a two-core machine, as much as
- * the proxies it measured. Generator, upstream and target then shared both
- * cores, and every throughput ratio was pressed towards 1: the machine, not
- * the target, set the pace. This client costs about a quarter of that, so the
- * target is what saturates. It reads only what a benchmark target sends; an
+ * generator as much CPU per request as the proxies it measured on a two-core
+ * machine. Generator, upstream and target then shared both cores, and every
+ * throughput ratio was pressed towards 1: the machine, not the target, set
+ * the pace. This client costs a fraction of that, so the target is what
+ * saturates (docs/benchmark.md has the figures). It reads only what a benchmark target sends; an
  * answer it cannot frame is counted as an error and its connection closed.
  */
 import { connect as connectTcp } from 'node:net'

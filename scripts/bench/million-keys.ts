@@ -7,8 +7,7 @@
  * 2 000 untimed lookups. Target: p99 < 2 ms, through the key_hash unique index.
  * The untimed lookups are as many as the timed ones: on a 2-core virtual
  * machine the first thousand or so after the bulk load and its vacuum have a
- * tail of 1–5 ms (p99 about 2.5 ms after 500, about 1.2 ms after 2 000),
- * while a gateway in service has long passed that point.
+ * long tail, which a gateway in service has long passed.
  */
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'

@@ -127,58 +127,96 @@ function sideLoad(side: SideBySide): string {
 }
 
 export function markdown(report: Report, jsonFile: string): string {
-  const { machine: m, settings: s, million, cold, soak, flood } = report
-  const out: string[] = []
-  out.push(`# Gateway benchmark, ${report.startedAt}`, '')
-  out.push(
+  return [
+    ...header(report),
+    ...roundSections(report),
+    ...pairedSection(report),
+    '',
+    '## Targets',
+    '',
+    table(
+      ['check', 'value', 'target', ''],
+      report.checks.map((c) => [c.name, c.value, c.target, mark(c.met)]),
+    ),
+    ...sideBySideSection(report.side),
+    ...coldSection(report),
+    ...millionSection(report.million),
+    ...memorySection(report),
+    '',
+    `Whole run: ${jsonFile}`,
+    '',
+  ].join('\n')
+}
+
+function header(report: Report): string[] {
+  const { machine: m, settings: s } = report
+  return [
+    `# Gateway benchmark, ${report.startedAt}`,
+    '',
     `Machine: ${m.cpuModel}, ${m.cores} cores, ${whole(m.memoryMiB)} MiB, Node ${m.node}, Linux ${m.kernel}; load average at start ${m.loadAverage.join(' ')}.`,
-  )
-  out.push(
     `Warm key: GET /v1/agents, ${s.rounds} rounds × ${s.seconds} s per target, interleaved, the bare proxy and the gateway always one right after the other; ` +
       `${s.connections} keep-alive connections, closed loop, from a generator process of its own.`,
+    generatorLine(report.generator),
+    ...report.notes.map((note) => `Note: ${note}`),
+  ]
+}
+
+/** Every round of the warm key, then the median over rounds. */
+function roundSections(report: Report): string[] {
+  const rounds = table(
+    ['round', 'target', 'req/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'CPU µs/req', 'RSS MiB start → end', 'PG trips/req', 'Redis trips/req', 'non-200'],
+    report.rounds.map((r) => [
+      String(r.round),
+      r.target,
+      whole(r.load.perSecond),
+      ms(r.load.p50Ms),
+      ms(r.load.p99Ms),
+      ms(r.load.p999Ms),
+      r.cpuUsPerRequest.toFixed(0),
+      `${mib(r.rssStartMiB)} → ${mib(r.rssEndMiB)}`,
+      per(r.trips?.postgresPerRequest),
+      per(r.trips?.redisPerRequest),
+      whole(non200(r.load.statuses)),
+    ]),
   )
-  out.push(generatorLine(report.generator))
-  for (const note of report.notes) out.push(`Note: ${note}`)
-  out.push('', '## Warm key, per round', '')
-  out.push(
-    table(
-      ['round', 'target', 'req/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'CPU µs/req', 'RSS MiB start → end', 'PG trips/req', 'Redis trips/req', 'non-200'],
-      report.rounds.map((r) => [
-        String(r.round),
-        r.target,
-        whole(r.load.perSecond),
-        ms(r.load.p50Ms),
-        ms(r.load.p99Ms),
-        ms(r.load.p999Ms),
-        r.cpuUsPerRequest.toFixed(0),
-        `${mib(r.rssStartMiB)} → ${mib(r.rssEndMiB)}`,
-        per(r.trips?.postgresPerRequest),
-        per(r.trips?.redisPerRequest),
-        whole(non200(r.load.statuses)),
-      ]),
-    ),
+  const medians = table(
+    ['target', 'req/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'CPU µs/req', 'max RSS MiB', 'PG trips/req', 'Redis trips/req', 'non-200'],
+    report.summary.map((t) => [
+      t.target,
+      whole(t.perSecond),
+      ms(t.p50Ms),
+      ms(t.p99Ms),
+      ms(t.p999Ms),
+      t.cpuUsPerRequest.toFixed(0),
+      mib(t.rssMaxMiB),
+      per(t.postgresPerRequest),
+      per(t.redisPerRequest),
+      whole(t.non200),
+    ]),
   )
-  out.push('', '## Warm key, median over rounds', '')
-  out.push(
-    table(
-      ['target', 'req/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'CPU µs/req', 'max RSS MiB', 'PG trips/req', 'Redis trips/req', 'non-200'],
-      report.summary.map((t) => [
-        t.target,
-        whole(t.perSecond),
-        ms(t.p50Ms),
-        ms(t.p99Ms),
-        ms(t.p999Ms),
-        t.cpuUsPerRequest.toFixed(0),
-        mib(t.rssMaxMiB),
-        per(t.postgresPerRequest),
-        per(t.redisPerRequest),
-        whole(t.non200),
-      ]),
-    ),
-  )
+  return ['', '## Warm key, per round', '', rounds, '', '## Warm key, median over rounds', '', medians]
+}
+
+function pairedSection(report: Report): string[] {
   const { paired, ceiling } = report
-  out.push('', '## Warm key, paired at saturation', '')
-  out.push(
+  const rows = [paired, ceiling].flatMap((pair, index) =>
+    pair.targets.map((t, second) => [
+      index === 0 ? 'targets' : 'ceiling',
+      t.name,
+      whole(t.perSecond),
+      ms(t.p50Ms),
+      ms(t.p99Ms),
+      ms(t.p999Ms),
+      t.cpuUsPerRequest.toFixed(0),
+      whole(t.requests),
+      whole(non200(t.statuses)),
+      second === 0 ? '' : `${times(pair.throughputRatio)} (${times(Math.min(...pair.groupRatios))}–${times(Math.max(...pair.groupRatios))})`,
+    ]),
+  )
+  return [
+    '',
+    '## Warm key, paired at saturation',
+    '',
     `Two targets at a time at saturation in turn, in slices of ${paired.sliceMs} ms ordered A B B A, ` +
       `${paired.slices} slices per pair, ${paired.connections} keep-alive connections each` +
       `${report.generator.name === 'wrk' ? ' (a wrk process per target, sending only within its own slices)' : ''}: the machine's drift reaches both alike. ` +
@@ -186,42 +224,19 @@ export function markdown(report: Report, jsonFile: string): string {
       `First the ${paired.targets[0].name} and the ${paired.targets[1].name} (the targets), then the ${ceiling.targets[0].name} and the ${ceiling.targets[1].name} ` +
       `(the ceiling: the gateway's transport with no checks on it).`,
     '',
-  )
-  out.push(
-    table(
-      ['pair', 'target', 'req/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'CPU µs/req', 'requests', 'non-200', 'throughput ratio (range over groups)'],
-      [paired, ceiling].flatMap((pair, index) =>
-        pair.targets.map((t, second) => [
-          index === 0 ? 'targets' : 'ceiling',
-          t.name,
-          whole(t.perSecond),
-          ms(t.p50Ms),
-          ms(t.p99Ms),
-          ms(t.p999Ms),
-          t.cpuUsPerRequest.toFixed(0),
-          whole(t.requests),
-          whole(non200(t.statuses)),
-          second === 0 ? '' : `${times(pair.throughputRatio)} (${times(Math.min(...pair.groupRatios))}–${times(Math.max(...pair.groupRatios))})`,
-        ]),
-      ),
-    ),
-  )
-  out.push('', '## Targets', '')
-  out.push(
-    table(
-      ['check', 'value', 'target', ''],
-      report.checks.map((c) => [c.name, c.value, c.target, mark(c.met)]),
-    ),
-  )
-  const { side } = report
-  out.push('', '## CPU per request, side by side', '')
-  out.push(
+    table(['pair', 'target', 'req/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'CPU µs/req', 'requests', 'non-200', 'throughput ratio (range over groups)'], rows),
+  ]
+}
+
+function sideBySideSection(side: SideBySide): string[] {
+  const out = [
+    '',
+    '## CPU per request, side by side',
+    '',
     `${side.windows.length} windows of ${side.seconds} s: ${sideLoad(side)}, ` +
       `so they share every moment of the machine. CPU of each process over a window ÷ the requests it served; ` +
       `the ratio to the ${side.base} is taken window by window, then the median.`,
     '',
-  )
-  out.push(
     table(
       ['target', ...side.windows.map((_, i) => `window ${i + 1} µs/req`), 'median µs/req', `÷ ${side.base}`],
       Object.entries(side.medians).map(([name, m]) => [
@@ -231,7 +246,7 @@ export function markdown(report: Report, jsonFile: string): string {
         `${m.ratio.toFixed(2)} ×`,
       ]),
     ),
-  )
+  ]
   const bare = side.medians[BARE]
   const noChecks = side.medians[NO_CHECKS]
   const gateway = side.medians[GATEWAY]
@@ -247,15 +262,26 @@ export function markdown(report: Report, jsonFile: string): string {
       .map(([name, counts]) => `${name}: ${statuses(counts)}`),
   )
   if (sideStatuses.length > 0) out.push('', `Answers other than 200: ${sideStatuses.join('; ')}`)
-  out.push('', `## Cold paths: first use of a key, one request at a time, ${s.coldKeys} keys each`, '')
-  out.push(
+  return out
+}
+
+function coldSection({ settings, cold }: Report): string[] {
+  return [
+    '',
+    `## Cold paths: first use of a key, one request at a time, ${settings.coldKeys} keys each`,
+    '',
     table(
       ['key held by', 'p50 ms', 'p99 ms', 'max ms', 'PG trips/key', 'Redis trips/key', 'key cache lookups (layer:result)', 'statuses'],
       [coldRow('Redis only (warmed by a second replica)', cold.redisOnly), coldRow('Postgres only', cold.postgresOnly)],
     ),
-  )
-  out.push('', `## ${whole(million.rows)} keys in Postgres`, '')
-  out.push(
+  ]
+}
+
+function millionSection(million: MillionKeys): string[] {
+  return [
+    '',
+    `## ${whole(million.rows)} keys in Postgres`,
+    '',
     `Inserted in ${million.insertSeconds.toFixed(1)} s (one INSERT … SELECT generate_series); api_keys ${mib(million.tableMiB)} MiB, index ${million.index} ${mib(million.indexMiB)} MiB.`,
     `${whole(million.lookups)} lookups of unknown keys (lookupKeyByHash, one connection, one at a time, after ${whole(WARM_UP_LOOKUPS)} untimed): p50 ${ms(million.latency.p50Ms)} ms, p99 ${ms(million.latency.p99Ms)} ms, p99.9 ${ms(million.latency.p999Ms)} ms, max ${ms(million.latency.maxMs)} ms.`,
     '',
@@ -264,36 +290,37 @@ export function markdown(report: Report, jsonFile: string): string {
     '```',
     ...million.plan,
     '```',
-  )
-  out.push('', '## Gateway memory', '')
-  out.push(
-    table(
-      ['phase', 'load', 'req/s', 'p99 ms', 'statuses', 'RSS MiB start → end (max)', 'unknown-key entries start → end (max)'],
-      [
-        [
-          `soak, ${soak.seconds} s (after ${soak.warmUpSeconds} s of the same load)`,
-          `warm key, ${soak.connections} connections`,
-          whole(soak.perSecond),
-          ms(soak.p99Ms),
-          statuses(soak.statuses),
-          `${mib(soak.rssStartMiB)} → ${mib(soak.rssEndMiB)} (${mib(soak.rssMaxMiB)})`,
-          '–',
-        ],
-        [
-          `flood, ${flood.seconds.toFixed(0)} s`,
-          `${whole(flood.keys)} distinct unknown keys, ${flood.connections} connections`,
-          whole(flood.perSecond),
-          ms(flood.p99Ms),
-          statuses(flood.statuses),
-          `${mib(flood.rssBeforeMiB)} → ${mib(flood.rssAfterMiB)} (${mib(flood.rssMaxMiB)})`,
-          `${whole(flood.unknownEntriesBefore)} → ${whole(flood.unknownEntriesAfter)} (${whole(flood.unknownEntriesMax)})`,
-        ],
-      ],
-    ),
-  )
-  out.push('', `Flood store trips per request: Postgres ${per(flood.trips.postgresPerRequest)}, Redis ${per(flood.trips.redisPerRequest)}.`)
-  out.push('', `Whole run: ${jsonFile}`, '')
-  return out.join('\n')
+  ]
+}
+
+/** The soak and the flood: what the gateway's memory did under each. */
+function memorySection({ soak, flood }: Report): string[] {
+  const soakRow = [
+    `soak, ${soak.seconds} s (after ${soak.warmUpSeconds} s of the same load)`,
+    `warm key, ${soak.connections} connections`,
+    whole(soak.perSecond),
+    ms(soak.p99Ms),
+    statuses(soak.statuses),
+    `${mib(soak.rssStartMiB)} → ${mib(soak.rssEndMiB)} (${mib(soak.rssMaxMiB)})`,
+    '–',
+  ]
+  const floodRow = [
+    `flood, ${flood.seconds.toFixed(0)} s`,
+    `${whole(flood.keys)} distinct unknown keys, ${flood.connections} connections`,
+    whole(flood.perSecond),
+    ms(flood.p99Ms),
+    statuses(flood.statuses),
+    `${mib(flood.rssBeforeMiB)} → ${mib(flood.rssAfterMiB)} (${mib(flood.rssMaxMiB)})`,
+    `${whole(flood.unknownEntriesBefore)} → ${whole(flood.unknownEntriesAfter)} (${whole(flood.unknownEntriesMax)})`,
+  ]
+  return [
+    '',
+    '## Gateway memory',
+    '',
+    table(['phase', 'load', 'req/s', 'p99 ms', 'statuses', 'RSS MiB start → end (max)', 'unknown-key entries start → end (max)'], [soakRow, floodRow]),
+    '',
+    `Flood store trips per request: Postgres ${per(flood.trips.postgresPerRequest)}, Redis ${per(flood.trips.redisPerRequest)}.`,
+  ]
 }
 
 /** Writes the report under bench-results/ and answers its path relative to the project root. */

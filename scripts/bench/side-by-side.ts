@@ -5,9 +5,9 @@
  * SIDE_SECONDS; each target's CPU (utime + stime from /proc) over a window,
  * divided by the requests it served. The warm-key rounds measure each target
  * alone at full load, so a shared machine that changes speed from one
- * second to the next moves their ratios by a third; here the targets share
- * every moment, and the ratio of their CPU per request holds to a few per
- * cent. It is the cost of a request, not the throughput at saturation.
+ * second to the next moves their ratios a long way; here the targets share
+ * every moment, and the ratio of their CPU per request holds steady. It is
+ * the cost of a request, not the throughput at saturation.
  *
  * With wrk (load-generator.ts) the targets cannot share one closed loop:
  * each gets a wrk process of its own sending the same fixed rate over

@@ -3,7 +3,8 @@
  * `m`, `h` or `d` (`5s`, `24h`, `90d`). Nothing else: no fractions, no
  * spaces, no combined units, no leading zeros.
  */
-import { ApiError } from './errors.js'
+import type { InputField } from './errors.js'
+import { invalidField } from './errors.js'
 
 const UNIT_SECONDS = { s: 1, m: 60, h: 3_600, d: 86_400 } as const
 
@@ -17,11 +18,11 @@ export function parseDuration(text: string): number | undefined {
 }
 
 /** A duration given as input, in seconds, from `minSeconds` to `maxSeconds`; anything else is a 400 naming `field`. */
-export function requireDuration(text: unknown, field: string, minSeconds: number, maxSeconds: number): number {
+export function requireDuration(text: unknown, field: InputField, minSeconds: number, maxSeconds: number): number {
   const seconds = typeof text === 'string' ? parseDuration(text) : undefined
-  if (seconds === undefined) throw new ApiError('badRequest', `${field} must be an integer and a unit (s, m, h or d), such as 30s, 24h or 90d`)
+  if (seconds === undefined) throw invalidField(field, 'must be an integer and a unit (s, m, h or d), such as 30s, 24h or 90d')
   if (seconds < minSeconds || seconds > maxSeconds) {
-    throw new ApiError('badRequest', `${field} must be from ${describeSeconds(minSeconds)} to ${describeSeconds(maxSeconds)}`)
+    throw invalidField(field, `must be from ${describeSeconds(minSeconds)} to ${describeSeconds(maxSeconds)}`)
   }
   return seconds
 }

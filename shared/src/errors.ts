@@ -30,8 +30,9 @@ export const errorCatalog = {
   conflict: { status: 409, message: 'Conflict' },
   payloadTooLarge: { status: 413, message: 'Request body is too large' },
   unsupportedMediaType: { status: 415, message: 'Unsupported content type' },
-  tooManyRequests: { status: 429, message: 'Too many requests' },
   /** Contract: a client over its failed-authentication allowance (with Retry-After). */
+  /** A client over its budget of requests that need no key (the API description and its page; with Retry-After). */
+  tooManyRequests: { status: 429, message: 'Too many requests' },
   tooManyAuthFailures: { status: 429, message: 'Too many failed authentication attempts' },
   /** Contract: a key or tenant over its rate limit (with Retry-After). */
   rateLimited: { status: 429, message: 'Rate limit exceeded' },
@@ -83,23 +84,48 @@ export function errorEnvelope(message: string): ErrorEnvelope {
 }
 
 /**
+ * A field of the caller's input: `name` is what the code calls it (the
+ * ApiError's `field`, which a form reads to mark the field at fault), `label`
+ * how this caller's input spells it in messages (`body.expiresAt`,
+ * `--expires-at`, `The expiry`). A plain string is both.
+ */
+export type InputField = string | { readonly name: string; readonly label: string }
+
+export function fieldName(field: InputField): string {
+  return typeof field === 'string' ? field : field.name
+}
+
+export function fieldLabel(field: InputField): string {
+  return typeof field === 'string' ? field : field.label
+}
+
+/**
  * An error that is meant to reach the caller. `message` defaults to the
  * catalog's text; a more precise one (naming the field at fault) may be given.
+ * `field` names the input field that is wrong, when validation knows it; it
+ * never goes into the envelope, which stays `{success:false,message}`.
  */
 export class ApiError extends Error {
   readonly code: ErrorCode
   readonly statusCode: number
+  readonly field: string | undefined
 
-  constructor(code: ErrorCode, message?: string) {
+  constructor(code: ErrorCode, message?: string, options: { field?: string } = {}) {
     super(message ?? errorCatalog[code].message)
     this.name = 'ApiError'
     this.code = code
     this.statusCode = errorCatalog[code].status
+    this.field = options.field
   }
 
   toEnvelope(): ErrorEnvelope {
     return errorEnvelope(this.message)
   }
+}
+
+/** A 400 about one field of the input: the message names it as the caller spells it (`<label> <problem>`). */
+export function invalidField(field: InputField, problem: string): ApiError {
+  return new ApiError('badRequest', `${fieldLabel(field)} ${problem}`, { field: fieldName(field) })
 }
 
 export function isApiError(value: unknown): value is ApiError {

@@ -15,7 +15,8 @@
  *   (`::/0` is every IPv6 address, not every address).
  */
 import { isIP } from 'node:net'
-import { ApiError } from './errors.js'
+import type { InputField } from './errors.js'
+import { fieldLabel, fieldName, invalidField } from './errors.js'
 
 export type AddressFamily = 'ipv4' | 'ipv6'
 
@@ -111,14 +112,15 @@ export const MAX_ALLOWED_CIDRS = 32
  * their one spelling without duplicates, in the order given. Anything else is
  * a 400 naming `field` and the entry at fault.
  */
-export function requireCidrList(value: unknown, field: string): string[] {
-  if (!Array.isArray(value)) throw new ApiError('badRequest', `${field} must be a list of CIDR blocks`)
-  if (value.length > MAX_ALLOWED_CIDRS) throw new ApiError('badRequest', `${field} may hold at most ${MAX_ALLOWED_CIDRS} CIDR blocks`)
+export function requireCidrList(value: unknown, field: InputField): string[] {
+  if (!Array.isArray(value)) throw invalidField(field, 'must be a list of CIDR blocks')
+  if (value.length > MAX_ALLOWED_CIDRS) throw invalidField(field, `may hold at most ${MAX_ALLOWED_CIDRS} CIDR blocks`)
   const out: string[] = []
   value.forEach((entry: unknown, index) => {
-    if (typeof entry !== 'string') throw new ApiError('badRequest', `${field}[${index}] must be a string`)
+    const at = { name: fieldName(field), label: `${fieldLabel(field)}[${index}]` }
+    if (typeof entry !== 'string') throw invalidField(at, 'must be a string')
     const parsed = parseCidr(entry)
-    if ('error' in parsed) throw new ApiError('badRequest', `${field}[${index}] ${parsed.error}`)
+    if ('error' in parsed) throw invalidField(at, parsed.error)
     if (!out.includes(parsed.text)) out.push(parsed.text)
   })
   return out

@@ -42,8 +42,8 @@ const LOOKUP_SQL = `
 
 /**
  * The lookup is a named (prepared) statement: Postgres parses and plans it
- * once per connection instead of on every lookup, which takes it from about
- * 0.45 to 0.12 ms at p50 on the benchmark's machine. Behind PgBouncer in
+ * once per connection instead of on every lookup, which is most of what a
+ * lookup of an indexed row would otherwise cost. Behind PgBouncer in
  * transaction mode this needs its `max_prepared_statements` (README).
  */
 const LOOKUP_STATEMENT = 'lookup-key-by-hash'

@@ -6,7 +6,8 @@
  * bounds for both, held by the routes file validator, the key service and the
  * database's CHECK constraints alike.
  */
-import { ApiError } from './errors.js'
+import type { InputField } from './errors.js'
+import { invalidField } from './errors.js'
 
 export interface RateLimit {
   /** Tokens added per second: above 0, at most MAX_RATE (fractions allowed: 0.5 is one every 2 s). */
@@ -38,9 +39,9 @@ export function parseDecimal(text: string): number {
  * A key's own limit given as input, checked; a 400 naming `fields.rate` or
  * `fields.burst` (`--rate`, `body.rateLimit.rate`, …) when out of bounds.
  */
-export function requireRateLimit(rate: unknown, burst: unknown, fields: { rate: string; burst: string } = { rate: 'rate', burst: 'burst' }): RateLimit {
-  if (!isRate(rate)) throw new ApiError('badRequest', `${fields.rate} must be ${RATE_RULE}`)
-  if (!isBurst(burst)) throw new ApiError('badRequest', `${fields.burst} must be ${BURST_RULE}`)
+export function requireRateLimit(rate: unknown, burst: unknown, fields: { rate: InputField; burst: InputField } = { rate: 'rate', burst: 'burst' }): RateLimit {
+  if (!isRate(rate)) throw invalidField(fields.rate, `must be ${RATE_RULE}`)
+  if (!isBurst(burst)) throw invalidField(fields.burst, `must be ${BURST_RULE}`)
   return Object.freeze({ rate, burst })
 }
 

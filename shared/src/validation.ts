@@ -6,7 +6,8 @@
  * arguments, path parameters, form fields).
  */
 import { isUuid } from './db.js'
-import { ApiError } from './errors.js'
+import type { ApiError, InputField } from './errors.js'
+import { invalidField } from './errors.js'
 
 /** The longest display name (agencies, sub-accounts, agents, contacts). */
 export const NAME_MAX_LENGTH = 200
@@ -15,11 +16,11 @@ export const NAME_MAX_LENGTH = 200
 const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/
 
 /** A display name: trimmed, 1 to `maxLength` characters, no control characters; anything else is a 400 naming the field. */
-export function requireName(value: unknown, field: string, maxLength: number = NAME_MAX_LENGTH): string {
-  if (typeof value !== 'string') throw new ApiError('badRequest', `${field} is required`)
+export function requireName(value: unknown, field: InputField, maxLength: number = NAME_MAX_LENGTH): string {
+  if (typeof value !== 'string') throw invalidField(field, 'is required')
   const name = value.trim()
   if (name.length < 1 || name.length > maxLength || CONTROL_CHARACTERS.test(name)) {
-    throw new ApiError('badRequest', `${field} must be 1 to ${maxLength} printable characters`)
+    throw invalidField(field, `must be 1 to ${maxLength} printable characters`)
   }
   return name
 }
@@ -28,8 +29,8 @@ export function requireName(value: unknown, field: string, maxLength: number = N
 export const nameSchema = { type: 'string', minLength: 1, maxLength: NAME_MAX_LENGTH } as const
 
 /** A UUID the caller supplied as input (a body field, a CLI argument), lowercased; anything else is a 400 naming the field. */
-export function requireUuid(value: unknown, field: string): string {
-  if (!isUuid(value)) throw new ApiError('badRequest', `${field} must be a UUID`)
+export function requireUuid(value: unknown, field: InputField): string {
+  if (!isUuid(value)) throw invalidField(field, 'must be a UUID')
   return value.toLowerCase()
 }
 
@@ -49,8 +50,8 @@ const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9
  * (`2030-01-31T12:00:00Z`, `2030-01-31T14:00+02:00`), a real calendar date;
  * anything else (no offset, a date alone, 31 February) is a 400 naming the field.
  */
-export function requireIsoTime(value: unknown, field: string): Date {
-  const invalid = new ApiError('badRequest', `${field} must be an ISO 8601 date and time with an offset, such as 2030-01-31T12:00:00Z`)
+export function requireIsoTime(value: unknown, field: InputField): Date {
+  const invalid = invalidField(field, 'must be an ISO 8601 date and time with an offset, such as 2030-01-31T12:00:00Z')
   if (typeof value !== 'string') throw invalid
   const match = ISO_TIME.exec(value)
   if (match === null) throw invalid

@@ -126,12 +126,12 @@ t.test('the path with query that is signed and forwarded', async (t) => {
   t.equal(pathWithQuery('/v1/agents', 'limit=5'), '/v1/agents?limit=5')
 })
 
-t.test('every accepted path survives the WHATWG URL parser unchanged (what a backend or a proxy in front of it parses)', async (t) => {
+t.test('every accepted path survives the WHATWG URL parser unchanged (whatever parses it behind the gateway sees the path that was signed)', async (t) => {
   for (const [raw, expected] of paths) {
     if (expected === undefined) continue
     const canonical = normalizePath(raw)!
     t.equal(new URL(`http://127.0.0.1:4002${canonical}`).pathname, canonical, raw)
-    // A proxy's traversal guard (as @fastify/reply-from's) refuses a path whose decoded form holds /.. or ../
+    // A proxy's traversal guard (reply-from's, say) refuses a path whose decoded form holds /.. or ../
     const decoded = decodeURIComponent(canonical)
     t.notOk(decoded.includes('/..') || decoded.includes('../'), `${raw} passes a traversal guard`)
   }

@@ -63,18 +63,22 @@ t.test('the service checks a limit, names the fields it is given, and refuses a 
     ['a burst above the bound', 1, 10_000_001, 'rateLimit.burst must be a whole number of tokens from 1 to 10000000'],
   ]
   for (const [name, rate, burst, message] of rows) {
-    t.equal(await refusal(keys.update(key.id, 'test', { rateLimit: { rate, burst } })), message, `update: ${name}`)
+    t.equal(await refusal(keys.update(key.id, { actor: 'test', rateLimit: { rate, burst } })), message, `update: ${name}`)
     t.equal(await refusal(keys.create({ scope: 'SUB-ACCOUNT', subAccountId }, 'x', 'test', { rateLimit: { rate, burst } })), message, `create: ${name}`)
   }
   t.equal(
-    await refusal(keys.update(key.id, 'test', { rateLimit: { rate: 0, burst: 1 } }, undefined, { rate: '--rate', burst: '--burst' })),
+    await refusal(keys.update(key.id, { actor: 'test', rateLimit: { rate: 0, burst: 1 }, fields: { rate: '--rate', burst: '--burst' } })),
     '--rate must be a number of tokens per second above 0 and at most 1000000',
     'named as the caller names it',
   )
-  t.equal(await refusal(keys.update(key.id, 'test', {})), 'Nothing to change')
+  await t.rejects(keys.update(key.id, { actor: 'test', rateLimit: { rate: 1, burst: 0 }, fields: { rate: 'Requests per second', burst: 'Burst' } }), {
+    message: 'Burst must be a whole number of tokens from 1 to 10000000',
+    field: 'rateLimit.burst',
+  })
+  t.equal(await refusal(keys.update(key.id, { actor: 'test' })), 'Nothing to change')
   t.equal((await keys.find(key.id))?.rateLimit, null, 'nothing was changed')
   t.same(
-    (await keys.update(key.id, 'test', { rateLimit: { rate: 1_000_000, burst: 10_000_000 } })).rateLimit,
+    (await keys.update(key.id, { actor: 'test', rateLimit: { rate: 1_000_000, burst: 10_000_000 } })).rateLimit,
     { rate: 1_000_000, burst: 10_000_000 },
     'the bounds themselves',
   )

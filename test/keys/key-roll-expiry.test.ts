@@ -162,7 +162,7 @@ t.test('allowlist changes: stored, the gateways told, refused for ended keys, re
   const created = await keys.create(owner, 'office only', 'test')
   const hash = hashKey(created.key)
   t.same((await keys.find(created.id))!.allowedCidrs, [], 'none: any address')
-  const updated = await keys.updateAllowedCidrs(created.id, 'user:u1', ['198.51.100.0/24', '::ffff:192.0.2.1', '2001:DB8::/48'], owner)
+  const updated = await keys.update(created.id, { actor: 'user:u1', owner, allowedCidrs: ['198.51.100.0/24', '::ffff:192.0.2.1', '2001:DB8::/48'] })
   t.same(updated.allowedCidrs, ['198.51.100.0/24', '192.0.2.1/32', '2001:db8::/48'])
   t.same((await lookupKeyByHash(db.pool, hash)) as object, {
     status: 'active',
@@ -170,20 +170,24 @@ t.test('allowlist changes: stored, the gateways told, refused for ended keys, re
     allowedCidrs: ['198.51.100.0/24', '192.0.2.1/32', '2001:db8::/48'],
   })
   t.same(await invalidations(hash), ['changed'])
-  await keys.updateAllowedCidrs(created.id, 'user:u1', ['198.51.100.0/24', '192.0.2.1', '2001:db8::/48'], owner)
+  await keys.update(created.id, { actor: 'user:u1', owner, allowedCidrs: ['198.51.100.0/24', '192.0.2.1', '2001:db8::/48'] })
   t.same(await invalidations(hash), ['changed'], 'the same list again changes nothing')
-  await keys.updateAllowedCidrs(created.id, 'user:u1', [], owner)
+  await keys.update(created.id, { actor: 'user:u1', owner, allowedCidrs: [] })
   t.same((await keys.find(created.id))!.allowedCidrs, [], 'and back to any address')
   t.same(await invalidations(hash), ['changed', 'changed'])
   const events = await db.pool.query(`SELECT type FROM audit_events WHERE key_id = $1 ORDER BY seq`, [created.id])
   t.same(events.rows, [{ type: 'key.created' }, { type: 'key.updated' }, { type: 'key.updated' }])
 
-  await t.rejects(keys.updateAllowedCidrs(created.id, 'test', ['nonsense'], owner), {
+  await t.rejects(keys.update(created.id, { actor: 'test', owner, allowedCidrs: ['nonsense'] }), {
     statusCode: 400,
     message: 'allowedCidrs[0] "nonsense" is not an IP address or CIDR block',
+    field: 'allowedCidrs',
   })
   await keys.revoke(created.id, 'test')
-  await t.rejects(keys.updateAllowedCidrs(created.id, 'test', ['10.0.0.0/8']), { statusCode: 400, message: 'The addresses of a revoked key cannot be changed' })
+  await t.rejects(keys.update(created.id, { actor: 'test', allowedCidrs: ['10.0.0.0/8'] }), {
+    statusCode: 400,
+    message: 'The addresses of a revoked key cannot be changed',
+  })
 })
 
 t.test('last use: the newest time and its client address, batched; an older flush never moves either back', async (t) => {
@@ -244,7 +248,7 @@ t.test('the audit trail: every key and sub-account event with who and from where
   const user = userActor('00000000-0000-4000-8000-00000000000a', '203.0.113.5')
   const created = await keys.create(owner, 'audited', user)
   const rolled = await keys.roll(created.id, 'ctl:alice', owner, { graceSeconds: 60 })
-  await keys.updateAllowedCidrs(rolled.id, keyActor('00000000-0000-4000-8000-00000000000b', '::ffff:198.51.100.7'), ['10.0.0.0/8'], owner)
+  await keys.update(rolled.id, { actor: keyActor('00000000-0000-4000-8000-00000000000b', '::ffff:198.51.100.7'), owner, allowedCidrs: ['10.0.0.0/8'] })
   await keys.revoke(rolled.id, user, owner)
   await keys.delete(created.id, user, owner)
   const store = new SubAccountStore(db.pool, keys)
@@ -330,7 +334,7 @@ t.test('when the gateways cannot all confirm, a roll still answers the new key (
   t.match(rolled.key, /^sak_live_/, 'the plaintext of the new key, which exists nowhere else')
   t.match(rolled.unconfirmed, /^The key was rolled, but not every gateway replica confirmed dropping it \(not confirmed by 1 replica\(s\): gateway-stuck\)/)
   t.equal((await keys.find(old.id))!.status, 'expired', 'the roll committed')
-  await t.rejects(stuck.updateAllowedCidrs(rolled.id, 'test', ['10.0.0.0/8'], owner), {
+  await t.rejects(stuck.update(rolled.id, { actor: 'test', owner, allowedCidrs: ['10.0.0.0/8'] }), {
     statusCode: 503,
     message: /^The key’s addresses were changed, but not every gateway replica confirmed/,
   })

@@ -14,7 +14,7 @@ import { requireIsoTime } from '@scoped/shared/validation'
 import { countsTowardLimit, keyStatus, MAX_GRACE_SECONDS } from '@scoped/agency-service/keys/key-status'
 import { requireGraceSeconds } from '@scoped/agency-service/keys/key-service'
 import { toActor, actorText } from '@scoped/agency-service/audit/actor'
-import { cidrsFromForm, expiryFromForm } from '@scoped/agency-service/console/key-routes'
+import { cidrsFromForm, expiryFromForm } from '@scoped/agency-service/console/key-forms'
 
 t.test('durations: an integer and a unit (s, m, h, d), nothing else', async (t) => {
   const valid: Array<[string, number]> = [

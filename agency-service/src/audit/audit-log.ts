@@ -16,7 +16,7 @@ import { normalizeAddress } from '@scoped/shared/ip-address'
 import type { ListQuery, Page } from '@scoped/shared/pagination'
 import { listPage } from '@scoped/shared/pagination'
 import type { Scope } from '@scoped/shared/scope'
-import type { Role } from '../tenants.js'
+import type { Role } from '../users/roles.js'
 import type { Actor, ActorKind } from './actor.js'
 
 export const auditEventTypes = [

@@ -24,7 +24,7 @@
 import type { Pool } from '@scoped/shared/db'
 import { ApiError } from '@scoped/shared/errors'
 import { uuidOrNotFound } from '@scoped/shared/validation'
-import type { Role } from '../tenants.js'
+import type { Role } from '../users/roles.js'
 import type { KeyOwner } from '../keys/key-service.js'
 import type { ConsolePaths } from './paths.js'
 

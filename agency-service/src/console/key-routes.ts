@@ -14,295 +14,122 @@
  *   GET  …/keys/:keyId/rate-limit  the key's own limit; POST: set it (action=set) or go back to the route default (action=clear)
  *   GET  …/keys/:keyId/revoke      confirmation;       POST: revoke, then redirect to the list
  *   GET  …/keys/:keyId/delete      confirmation;       POST: delete, then redirect to the list
+ *
+ * The list, creation and the one-time display are here; the changes of a key in key-change-routes.ts.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import type { Pool } from '@scoped/shared/db'
 import { ApiError, isApiError } from '@scoped/shared/errors'
-import { MAX_ALLOWED_CIDRS, parseCidr } from '@scoped/shared/ip-address'
-import { parseDecimal } from '@scoped/shared/rate-limit'
-import { requireIsoTime, uuidOrNotFound } from '@scoped/shared/validation'
-import type { Actor } from '../audit/actor.js'
-import { userActor } from '../audit/actor.js'
-import type { CreatedKey, KeyService, KeySummary } from '../keys/key-service.js'
+import type { CreatedKey } from '../keys/key-service.js'
+import { agencyKeyArea, requireManage, subAccountKeyArea } from './access.js'
 import type { KeyArea } from './access.js'
-import { agencyKeyArea, requireManage, requireRateLimitSetter, subAccountKeyArea } from './access.js'
 import { sessionOf } from './authenticate.js'
 import { cookieOptions, REVEAL_COOKIE } from './cookies.js'
 import { FORM_BODY_LIMIT, formField } from './csrf.js'
 import { sendPage } from './error-page.js'
-import { REVEAL_LIFETIME_MS, storeReveal, takeReveal } from './key-reveal.js'
-import type { CreateField, CreateFormState, KeyAction, Notice, RateLimitFormState, ReplacedKey } from './key-views.js'
-import { addressesPage, confirmPage, createdKeyPage, EXPIRY_PRESETS, GRACE_PRESETS, KEY_LIMIT_HINT, keysPage, rateLimitPage, rollPage } from './key-views.js'
-import type { ConsolePaths } from './paths.js'
+import { addressRoutes, endRoutes, rateLimitRoutes, rollRoutes } from './key-change-routes.js'
+import { CREATE_FIELDS, cidrsFromForm, createFieldOf, expiryFromForm } from './key-forms.js'
+import { takeReveal } from './key-reveal.js'
+import type { AreaResolver, KeyParams, KeyRouteContext, KeyRoutesOptions, TenantParams } from './key-route-context.js'
+import { consoleActor, keyIdOf, keyRouteContext, noticeOf } from './key-route-context.js'
+import type { CreateFormState, ReplacedKey } from './key-views.js'
+import { createdKeyPage, KEY_LIMIT_HINT, keysPage } from './key-views.js'
 import { consoleRoutes } from './paths.js'
 
-export interface KeyRoutesOptions {
-  pool: Pool
-  keys: KeyService
-  now: () => Date
-  paths: ConsolePaths
-}
+export type { KeyRoutesOptions } from './key-route-context.js'
 
-interface AreaKind {
-  path: string
-  resolve: (pool: Pool, paths: ConsolePaths, userId: string, tenantId: string) => Promise<KeyArea>
-}
-
-const areaKinds: readonly AreaKind[] = [
+const areaKinds: ReadonlyArray<{ path: string; resolve: AreaResolver }> = [
   { path: consoleRoutes.agencyKeys, resolve: agencyKeyArea },
   { path: consoleRoutes.subAccountKeys, resolve: subAccountKeyArea },
 ]
 
-type TenantParams = { tenantId: string }
-type KeyParams = TenantParams & { keyId: string }
-
-/** The signed-in user as the actor of a change, with the client address the gateway derived (x-forwarded-for). */
-function consoleActor(request: FastifyRequest): Actor {
-  return userActor(sessionOf(request).userId, request.ip)
-}
-
-function keyIdOf(params: KeyParams): string {
-  return uuidOrNotFound(params.keyId, () => new ApiError('keyNotFound'))
-}
-
-const notices: readonly Notice[] = ['revoked', 'deleted', 'addresses', 'rate-limit']
-
-function noticeOf(query: unknown): { notice?: Notice; unconfirmed: boolean } {
-  const values = typeof query === 'object' && query !== null ? (query as Record<string, unknown>) : {}
-  const notice = notices.find((known) => known === values['notice'])
-  return { ...(notice === undefined ? {} : { notice }), unconfirmed: values['unconfirmed'] === '1' }
-}
-
-/** Reached only once every replica confirmed: an unconfirmed change throws a 503 page instead. */
-function afterChange(area: KeyArea, notice: Notice): string {
-  return `${area.keysPath}?notice=${notice}`
-}
-
-/** A refusal of one field of a form, shown beside it. */
-class FormFieldError extends Error {
-  constructor(
-    readonly field: CreateField,
-    message: string,
-  ) {
-    super(message)
+export async function keyRoutes(app: FastifyInstance, options: KeyRoutesOptions): Promise<void> {
+  for (const kind of areaKinds) {
+    const context = keyRouteContext(app, options, kind.path, kind.resolve)
+    listRoutes(context)
+    createdKeyRoute(context)
+    rollRoutes(context)
+    addressRoutes(context)
+    rateLimitRoutes(context)
+    endRoutes(context)
   }
 }
 
-/** The allowlist typed into a form: entries separated by new lines, commas or spaces, each checked, in their one spelling. */
-export function cidrsFromForm(text: string | undefined): string[] {
-  const entries = (text ?? '').split(/[\s,]+/).filter((entry) => entry !== '')
-  if (entries.length > MAX_ALLOWED_CIDRS) throw new FormFieldError('allowedCidrs', `At most ${MAX_ALLOWED_CIDRS} addresses or CIDR blocks`)
-  return entries.map((entry) => {
-    const parsed = parseCidr(entry)
-    if ('error' in parsed) throw new FormFieldError('allowedCidrs', parsed.error)
-    return parsed.text
+/** The list with the create form, and creating a key from it. */
+function listRoutes(context: KeyRouteContext): void {
+  const { app, path, keys, paths, areaOf } = context
+
+  app.get<{ Params: TenantParams }>(path, async (request, reply) => {
+    const area = await areaOf(request)
+    const list = await keys.list(area.owner)
+    return sendPage(reply, 200, keysPage({ paths, session: sessionOf(request), area, keys: list, ...noticeOf(request.query) }))
+  })
+
+  app.post<{ Params: TenantParams }>(path, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
+    const area = await areaOf(request)
+    requireManage(area)
+    const form: CreateFormState = {
+      name: formField(request, 'name') ?? '',
+      expires: formField(request, 'expires') ?? 'never',
+      expiresOn: formField(request, 'expiresOn') ?? '',
+      allowedCidrs: formField(request, 'allowedCidrs') ?? '',
+    }
+    let created: CreatedKey
+    try {
+      created = await createFromForm(context, request, area, form)
+    } catch (error) {
+      return refuseCreation(context, request, reply, area, form, error)
+    }
+    request.log.info({ keyId: created.id, scope: created.scope }, 'console: key created')
+    return context.reveal(request, reply, area, created)
   })
 }
 
-/** How the rate-limit form names its fields in messages (the key service's: `Rate must be …`). */
-const RATE_LIMIT_FIELDS = { rate: 'Requests per second', burst: 'Burst' } as const
-
-/** The field of the rate-limit form a key service message is about, if any. */
-function rateLimitFieldOf(message: string): RateLimitFormState['errorField'] {
-  if (message.startsWith(RATE_LIMIT_FIELDS.rate)) return 'rate'
-  if (message.startsWith(RATE_LIMIT_FIELDS.burst)) return 'burst'
-  return undefined
+async function createFromForm(context: KeyRouteContext, request: FastifyRequest, area: KeyArea, form: CreateFormState): Promise<CreatedKey> {
+  const { keys } = context
+  const expiresAt = expiryFromForm(form.expires, form.expiresOn, keys.now())
+  return keys.create(area.owner, formField(request, 'name'), consoleActor(request), {
+    expiresAt,
+    allowedCidrs: cidrsFromForm(form.allowedCidrs),
+    fields: CREATE_FIELDS,
+  })
 }
 
-/** The expiry chosen in the create form: a preset from now (the service's clock), or a date and time in UTC. */
-export function expiryFromForm(preset: string | undefined, dateText: string | undefined, nowMs: number): Date | null {
-  const chosen = EXPIRY_PRESETS.find((option) => option.value === (preset ?? 'never'))
-  if (chosen === undefined) throw new FormFieldError('expires', 'Choose when the key expires')
-  if (chosen.value === 'date') {
-    const text = (dateText ?? '').trim()
-    // A datetime-local field sends 2030-01-31T12:00 (or with seconds), which the page says is UTC.
-    if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$/.test(text)) throw new FormFieldError('expires', 'Enter the expiry date and time, in UTC')
-    try {
-      return requireIsoTime(`${text}Z`, 'expiry')
-    } catch {
-      throw new FormFieldError('expires', 'Enter a real expiry date and time, in UTC')
-    }
-  }
-  return chosen.seconds === null ? null : new Date(nowMs + chosen.seconds * 1000)
+/** The list again, with the form as it was sent and the refusal beside the field it is about; anything else is thrown on. */
+async function refuseCreation(
+  context: KeyRouteContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  area: KeyArea,
+  form: CreateFormState,
+  error: unknown,
+): Promise<FastifyReply> {
+  const field = createFieldOf(error)
+  if (field === undefined) throw error
+  const limit = isApiError(error) && error.code === 'keyLimitReached'
+  const message = limit ? `${error.message}. ${KEY_LIMIT_HINT}` : (error as Error).message
+  const list = await context.keys.list(area.owner)
+  const status = isApiError(error) ? error.statusCode : 400
+  const page = keysPage({ paths: context.paths, session: sessionOf(request), area, keys: list, form: { ...form, error: message, errorField: field } })
+  return sendPage(reply, status, page)
 }
 
-export async function keyRoutes(app: FastifyInstance, options: KeyRoutesOptions): Promise<void> {
-  const { pool, keys, now, paths } = options
-
-  /** Stores the one-time display of a new key for this session and answers the redirect to it. */
-  async function reveal(request: FastifyRequest, reply: FastifyReply, area: KeyArea, created: CreatedKey, unconfirmed = false): Promise<FastifyReply> {
-    const sealed = await storeReveal(pool, sessionOf(request).tokenHash, created.id, created.key, now())
-    const revealPath = `${area.keysPath}/${created.id}/created`
-    reply.setCookie(REVEAL_COOKIE, sealed, cookieOptions(revealPath, REVEAL_LIFETIME_MS / 1000))
-    return reply.redirect(unconfirmed ? `${revealPath}?unconfirmed=1` : revealPath, 303)
-  }
-
-  /** A key of the area that the user may change, or a 403 / 404 page. */
-  async function manageableKey(area: KeyArea, params: KeyParams): Promise<KeySummary> {
-    requireManage(area)
-    const key = await keys.find(keyIdOf(params), area.owner)
+/** The plaintext of a new key, once (then 410), and for a roll what became of the key it replaced. */
+function createdKeyRoute(context: KeyRouteContext): void {
+  const { app, path, keys, paths, pool, now, areaOf } = context
+  app.get<{ Params: KeyParams }>(`${path}/:keyId/created`, async (request, reply) => {
+    const session = sessionOf(request)
+    const area = await areaOf(request)
+    const keyId = keyIdOf(request.params)
+    const key = await keys.find(keyId, area.owner)
     if (key === undefined) throw new ApiError('keyNotFound')
-    return key
-  }
-
-  for (const kind of areaKinds) {
-    const areaOf = (request: FastifyRequest<{ Params: TenantParams }>): Promise<KeyArea> =>
-      kind.resolve(pool, paths, sessionOf(request).userId, request.params.tenantId)
-
-    app.get<{ Params: TenantParams }>(kind.path, async (request, reply) => {
-      const area = await areaOf(request)
-      const list = await keys.list(area.owner)
-      return sendPage(reply, 200, keysPage({ paths, session: sessionOf(request), area, keys: list, ...noticeOf(request.query) }))
-    })
-
-    app.post<{ Params: TenantParams }>(kind.path, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
-      const session = sessionOf(request)
-      const area = await areaOf(request)
-      requireManage(area)
-      const form: CreateFormState = {
-        name: formField(request, 'name') ?? '',
-        expires: formField(request, 'expires') ?? 'never',
-        expiresOn: formField(request, 'expiresOn') ?? '',
-        allowedCidrs: formField(request, 'allowedCidrs') ?? '',
-      }
-      let created
-      try {
-        const expiresAt = expiryFromForm(form.expires, form.expiresOn, keys.now())
-        created = await keys.create(area.owner, formField(request, 'name'), consoleActor(request), {
-          expiresAt,
-          allowedCidrs: cidrsFromForm(form.allowedCidrs),
-          fields: { expiresAt: 'The expiry', allowedCidrs: 'Allowed addresses' },
-        })
-      } catch (error) {
-        let field: CreateField
-        if (error instanceof FormFieldError) field = error.field
-        else if (isApiError(error) && (error.code === 'badRequest' || error.code === 'keyLimitReached'))
-          field = error.message.startsWith('The expiry') ? 'expires' : 'name'
-        else throw error
-        const message = isApiError(error) && error.code === 'keyLimitReached' ? `${error.message}. ${KEY_LIMIT_HINT}` : error.message
-        const list = await keys.list(area.owner)
-        const status = isApiError(error) ? error.statusCode : 400
-        return sendPage(reply, status, keysPage({ paths, session, area, keys: list, form: { ...form, error: message, errorField: field } }))
-      }
-      request.log.info({ keyId: created.id, scope: created.scope }, 'console: key created')
-      return reveal(request, reply, area, created)
-    })
-
-    app.get<{ Params: KeyParams }>(`${kind.path}/:keyId/created`, async (request, reply) => {
-      const session = sessionOf(request)
-      const area = await areaOf(request)
-      const keyId = keyIdOf(request.params)
-      const key = await keys.find(keyId, area.owner)
-      if (key === undefined) throw new ApiError('keyNotFound')
-      const plaintext = await takeReveal(pool, session.tokenHash, keyId, request.cookies[REVEAL_COOKIE], now())
-      reply.clearCookie(REVEAL_COOKIE, cookieOptions(`${area.keysPath}/${keyId}/created`))
-      let replaced: ReplacedKey | undefined
-      if (key.replaces !== null) {
-        const old = await keys.find(key.replaces, area.owner)
-        if (old !== undefined) replaced = { name: old.name, hint: old.hint, expiresAt: old.expiresAt, ended: old.status !== 'active' }
-      }
-      if (replaced !== undefined) replaced.unconfirmed = noticeOf(request.query).unconfirmed
-      return sendPage(reply, plaintext === undefined ? 410 : 200, createdKeyPage(paths, session, area, key, plaintext, replaced))
-    })
-
-    app.get<{ Params: KeyParams }>(`${kind.path}/:keyId/roll`, async (request, reply) => {
-      const area = await areaOf(request)
-      const key = await manageableKey(area, request.params)
-      return sendPage(reply, 200, rollPage(paths, sessionOf(request), area, key))
-    })
-
-    app.post<{ Params: KeyParams }>(`${kind.path}/:keyId/roll`, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
-      const area = await areaOf(request)
-      const key = await manageableKey(area, request.params)
-      const grace = formField(request, 'grace')
-      const preset = GRACE_PRESETS.find((option) => option.value === grace)
-      if (preset === undefined) return sendPage(reply, 400, rollPage(paths, sessionOf(request), area, key, 'Choose how long the old key keeps working'))
-      let rolled
-      try {
-        rolled = await keys.roll(key.id, consoleActor(request), area.owner, { graceSeconds: Number(preset.value) })
-      } catch (error) {
-        if (!isApiError(error) || error.code !== 'badRequest') throw error
-        return sendPage(reply, 400, rollPage(paths, sessionOf(request), area, key, error.message, preset.value))
-      }
-      request.log.info({ keyId: rolled.id, replaces: rolled.replaces, graceSeconds: Number(preset.value) }, 'console: key rolled')
-      // The new key is shown whatever happens (its plaintext exists nowhere else); the page says when the gateways did not all confirm.
-      if (rolled.unconfirmed !== undefined) request.log.warn({ keyId: rolled.replaces }, rolled.unconfirmed)
-      return reveal(request, reply, area, rolled, rolled.unconfirmed !== undefined)
-    })
-
-    app.get<{ Params: KeyParams }>(`${kind.path}/:keyId/addresses`, async (request, reply) => {
-      const area = await areaOf(request)
-      const key = await manageableKey(area, request.params)
-      return sendPage(reply, 200, addressesPage(paths, sessionOf(request), area, key))
-    })
-
-    app.post<{ Params: KeyParams }>(`${kind.path}/:keyId/addresses`, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
-      const area = await areaOf(request)
-      const key = await manageableKey(area, request.params)
-      const value = formField(request, 'allowedCidrs') ?? ''
-      try {
-        await keys.updateAllowedCidrs(key.id, consoleActor(request), cidrsFromForm(value), area.owner, 'Allowed addresses')
-      } catch (error) {
-        if (!(error instanceof FormFieldError) && (!isApiError(error) || error.code !== 'badRequest')) throw error
-        return sendPage(reply, 400, addressesPage(paths, sessionOf(request), area, key, { value, error: error.message }))
-      }
-      request.log.info({ keyId: key.id }, 'console: key addresses changed')
-      return reply.redirect(afterChange(area, 'addresses'), 303)
-    })
-
-    app.get<{ Params: KeyParams }>(`${kind.path}/:keyId/rate-limit`, async (request, reply) => {
-      const area = await areaOf(request)
-      requireRateLimitSetter(area)
-      const key = await manageableKey(area, request.params)
-      return sendPage(reply, 200, rateLimitPage(paths, sessionOf(request), area, key))
-    })
-
-    app.post<{ Params: KeyParams }>(`${kind.path}/:keyId/rate-limit`, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
-      const area = await areaOf(request)
-      requireRateLimitSetter(area)
-      const key = await manageableKey(area, request.params)
-      const action = formField(request, 'action') ?? 'set'
-      const form = { rate: (formField(request, 'rate') ?? '').trim(), burst: (formField(request, 'burst') ?? '').trim() }
-      if (action !== 'set' && action !== 'clear') {
-        return sendPage(
-          reply,
-          400,
-          rateLimitPage(paths, sessionOf(request), area, key, { ...form, error: 'Choose to save the limit or to use the route default' }),
-        )
-      }
-      const rateLimit = action === 'clear' ? null : { rate: parseDecimal(form.rate), burst: parseDecimal(form.burst) }
-      try {
-        await keys.update(key.id, consoleActor(request), { rateLimit }, area.owner, RATE_LIMIT_FIELDS)
-      } catch (error) {
-        if (!isApiError(error) || error.code !== 'badRequest') throw error
-        return sendPage(
-          reply,
-          400,
-          rateLimitPage(paths, sessionOf(request), area, key, { ...form, error: error.message, errorField: rateLimitFieldOf(error.message) }),
-        )
-      }
-      request.log.info({ keyId: key.id, rateLimit }, 'console: key rate limit changed')
-      return reply.redirect(afterChange(area, 'rate-limit'), 303)
-    })
-
-    for (const action of ['revoke', 'delete'] as const satisfies readonly KeyAction[]) {
-      app.get<{ Params: KeyParams }>(`${kind.path}/:keyId/${action}`, async (request, reply) => {
-        const area = await areaOf(request)
-        requireManage(area)
-        const key = await keys.find(keyIdOf(request.params), area.owner)
-        if (key === undefined) throw new ApiError('keyNotFound')
-        return sendPage(reply, 200, confirmPage(paths, sessionOf(request), area, key, action))
-      })
-
-      app.post<{ Params: KeyParams }>(`${kind.path}/:keyId/${action}`, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply: FastifyReply) => {
-        const area = await areaOf(request)
-        requireManage(area)
-        const keyId = keyIdOf(request.params)
-        const actor = consoleActor(request)
-        const result = action === 'revoke' ? await keys.revoke(keyId, actor, area.owner) : await keys.delete(keyId, actor, area.owner)
-        request.log.info({ keyId, action, invalidation: result.invalidation }, `console: key ${action === 'revoke' ? 'revoked' : 'deleted'}`)
-        return reply.redirect(afterChange(area, action === 'revoke' ? 'revoked' : 'deleted'), 303)
-      })
+    const plaintext = await takeReveal(pool, session.tokenHash, keyId, request.cookies[REVEAL_COOKIE], now())
+    reply.clearCookie(REVEAL_COOKIE, cookieOptions(`${area.keysPath}/${keyId}/created`))
+    let replaced: ReplacedKey | undefined
+    if (key.replaces !== null) {
+      const old = await keys.find(key.replaces, area.owner)
+      if (old !== undefined) replaced = { name: old.name, hint: old.hint, expiresAt: old.expiresAt, ended: old.status !== 'active' }
     }
-  }
+    if (replaced !== undefined) replaced.unconfirmed = noticeOf(request.query).unconfirmed
+    return sendPage(reply, plaintext === undefined ? 410 : 200, createdKeyPage(paths, session, area, key, plaintext, replaced))
+  })
 }

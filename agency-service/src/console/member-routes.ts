@@ -48,77 +48,98 @@ function noticeOf(query: unknown): MemberNotice | undefined {
   return memberNotices.find((known) => known === value)
 }
 
+interface MemberRouteContext {
+  pool: Pool
+  paths: ConsolePaths
+  users: UserService
+  memberships: MembershipService
+  members: MemberStore
+}
+
+const base = consoleRoutes.agencyMembers
+const subAccountPath = `${base}/:userId/sub-accounts/:subAccountId/remove`
+
 export async function memberRoutes(app: FastifyInstance, options: { pool: Pool; paths: ConsolePaths }): Promise<void> {
   const { pool, paths } = options
-  const users = new UserService(pool)
-  const memberships = new MembershipService(pool)
-  const members = new MemberStore(pool)
-  const base = consoleRoutes.agencyMembers
-
-  /** The agency's members area, for an owner of it (403 for its other members, 404 for everyone else). */
-  async function managed(request: FastifyRequest<{ Params: TenantParams }>): Promise<Managed> {
-    const area = await agencyKeyArea(pool, paths, sessionOf(request).userId, request.params.tenantId)
-    return { area, membersPath: requireMemberManager(area) }
-  }
-
-  /** A member of the agency other than the signed-in owner. */
-  async function otherMember(request: FastifyRequest<{ Params: MemberParams }>, area: KeyArea): Promise<AgencyMember> {
-    const userId = uuidOrNotFound(request.params.userId, () => new ApiError('userNotFound'))
-    const member = await members.find(area.agency.id, userId)
-    if (member === undefined) throw new ApiError('userNotFound')
-    if (member.id === sessionOf(request).userId) {
-      throw new ApiError('forbidden', 'You cannot remove or disable your own account here: ask another owner of the agency, or an operator')
-    }
-    return member
-  }
-
-  function subAccountOf(request: FastifyRequest<{ Params: SubAccountMemberParams }>, member: AgencyMember): { id: string; name: string } {
-    const subAccountId = uuidOrNotFound(request.params.subAccountId, () => new ApiError('membershipNotFound'))
-    const subAccount = member.subAccounts.find((sub) => sub.id === subAccountId)
-    if (subAccount === undefined) throw new ApiError('membershipNotFound')
-    return subAccount
-  }
+  const context = { pool, paths, users: new UserService(pool), memberships: new MembershipService(pool), members: new MemberStore(pool) }
 
   app.get<{ Params: TenantParams }>(base, async (request, reply) => {
-    const { area, membersPath } = await managed(request)
-    const list = await members.list(area.agency.id)
+    const { area, membersPath } = await managed(context, request)
+    const list = await context.members.list(area.agency.id)
     return sendPage(reply, 200, membersPage({ paths, session: sessionOf(request), area, membersPath, members: list, notice: noticeOf(request.query) }))
   })
+  removeRoutes(app, context)
+  disableRoutes(app, context)
+}
 
-  const confirm = async (request: FastifyRequest<{ Params: MemberParams }>, action: (member: AgencyMember) => MemberAction): Promise<string> => {
-    const { area, membersPath } = await managed(request)
-    const member = await otherMember(request, area)
-    return memberConfirmPage(paths, sessionOf(request), area, membersPath, member, action(member))
+/** The agency's members area, for an owner of it (403 for its other members, 404 for everyone else). */
+async function managed({ pool, paths }: MemberRouteContext, request: FastifyRequest<{ Params: TenantParams }>): Promise<Managed> {
+  const area = await agencyKeyArea(pool, paths, sessionOf(request).userId, request.params.tenantId)
+  return { area, membersPath: requireMemberManager(area) }
+}
+
+/** A member of the agency other than the signed-in owner. */
+async function otherMember({ members }: MemberRouteContext, request: FastifyRequest<{ Params: MemberParams }>, area: KeyArea): Promise<AgencyMember> {
+  const userId = uuidOrNotFound(request.params.userId, () => new ApiError('userNotFound'))
+  const member = await members.find(area.agency.id, userId)
+  if (member === undefined) throw new ApiError('userNotFound')
+  if (member.id === sessionOf(request).userId) {
+    throw new ApiError('forbidden', 'You cannot remove or disable your own account here: ask another owner of the agency, or an operator')
   }
+  return member
+}
 
+function subAccountOf(request: FastifyRequest<{ Params: SubAccountMemberParams }>, member: AgencyMember): { id: string; name: string } {
+  const subAccountId = uuidOrNotFound(request.params.subAccountId, () => new ApiError('membershipNotFound'))
+  const subAccount = member.subAccounts.find((sub) => sub.id === subAccountId)
+  if (subAccount === undefined) throw new ApiError('membershipNotFound')
+  return subAccount
+}
+
+/** The confirmation page of `action` on the member the path names. */
+async function confirm(
+  context: MemberRouteContext,
+  request: FastifyRequest<{ Params: MemberParams }>,
+  action: (member: AgencyMember) => MemberAction,
+): Promise<string> {
+  const { area, membersPath } = await managed(context, request)
+  const member = await otherMember(context, request, area)
+  return memberConfirmPage(context.paths, sessionOf(request), area, membersPath, member, action(member))
+}
+
+/** Removing an agency membership (with its sub-accounts'), or one sub-account membership. */
+function removeRoutes(app: FastifyInstance, context: MemberRouteContext): void {
+  const { memberships } = context
   app.get<{ Params: MemberParams }>(`${base}/:userId/remove`, async (request, reply) =>
-    sendPage(reply, 200, await confirm(request, () => ({ kind: 'remove' }))),
+    sendPage(reply, 200, await confirm(context, request, () => ({ kind: 'remove' }))),
   )
 
   app.post<{ Params: MemberParams }>(`${base}/:userId/remove`, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
-    const { area, membersPath } = await managed(request)
-    const member = await otherMember(request, area)
+    const { area, membersPath } = await managed(context, request)
+    const member = await otherMember(context, request, area)
     await memberships.removeMember(area.agency.id, member.id, undefined, userActor(sessionOf(request).userId, request.ip))
     request.log.info({ userId: member.id, agencyId: area.agency.id }, 'console: membership removed')
     return reply.redirect(`${membersPath}?notice=removed`, 303)
   })
 
-  const subAccountPath = `${base}/:userId/sub-accounts/:subAccountId/remove`
   app.get<{ Params: SubAccountMemberParams }>(subAccountPath, async (request, reply) =>
-    sendPage(reply, 200, await confirm(request, (member) => ({ kind: 'remove-sub-account', subAccount: subAccountOf(request, member) }))),
+    sendPage(reply, 200, await confirm(context, request, (member) => ({ kind: 'remove-sub-account', subAccount: subAccountOf(request, member) }))),
   )
 
   app.post<{ Params: SubAccountMemberParams }>(subAccountPath, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
-    const { area, membersPath } = await managed(request)
-    const member = await otherMember(request, area)
+    const { area, membersPath } = await managed(context, request)
+    const member = await otherMember(context, request, area)
     const subAccount = subAccountOf(request, member)
     await memberships.removeMember(area.agency.id, member.id, subAccount.id, userActor(sessionOf(request).userId, request.ip))
     request.log.info({ userId: member.id, subAccountId: subAccount.id }, 'console: sub-account membership removed')
     return reply.redirect(`${membersPath}?notice=sub-account-removed`, 303)
   })
+}
 
+/** Disabling an account that belongs to this agency alone. */
+function disableRoutes(app: FastifyInstance, context: MemberRouteContext): void {
   app.get<{ Params: MemberParams }>(`${base}/:userId/disable`, async (request, reply) => {
-    const page = await confirm(request, (member) => {
+    const page = await confirm(context, request, (member) => {
       if (member.inOtherAgencies) throw new ApiError('conflict', SHARED_ACCOUNT_MESSAGE)
       return { kind: 'disable' }
     })
@@ -126,9 +147,9 @@ export async function memberRoutes(app: FastifyInstance, options: { pool: Pool; 
   })
 
   app.post<{ Params: MemberParams }>(`${base}/:userId/disable`, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
-    const { area, membersPath } = await managed(request)
-    const member = await otherMember(request, area)
-    await users.disableMember(area.agency.id, member.id, userActor(sessionOf(request).userId, request.ip))
+    const { area, membersPath } = await managed(context, request)
+    const member = await otherMember(context, request, area)
+    await context.users.disableMember(area.agency.id, member.id, userActor(sessionOf(request).userId, request.ip))
     request.log.info({ userId: member.id, agencyId: area.agency.id }, 'console: user disabled')
     return reply.redirect(`${membersPath}?notice=disabled`, 303)
   })

@@ -31,7 +31,9 @@ import { csrfInput, page } from './layout.js'
 import type { ConsolePaths } from './paths.js'
 import { consoleRoutes } from './paths.js'
 import { createSession, deleteSession, findSession, isWellFormedToken, newToken } from './sessions.js'
+import type { Device } from './device-cookie.js'
 import { DEVICE_COOKIE, DEVICE_MAX_AGE_SECONDS, deviceCookieValue, newDeviceId, readDeviceCookie } from './device-cookie.js'
+import type { SignInAttempt } from './sign-in-throttle.js'
 import { SignInThrottle, signInSubjects } from './sign-in-throttle.js'
 import { csrfHook, sessionHook, sessionOf } from './authenticate.js'
 import { userActor } from '../audit/actor.js'
@@ -107,90 +109,29 @@ function decoyHash(): Promise<string> {
   return decoy
 }
 
+interface SignInContext extends SignInOptions {
+  throttle: SignInThrottle
+}
+
+type AllowedAttempt = Extract<SignInAttempt, { allowed: true }>
+
+/** The sign-in form as sent: the email in the one spelling the users table stores. */
+interface SignInForm {
+  email: string
+  password: string
+  csrfToken: string
+}
+
 export async function signInRoutes(app: FastifyInstance, options: SignInOptions): Promise<void> {
-  const { pool, now, paths, deviceSecret } = options
-  const throttle = new SignInThrottle(pool)
+  const { pool, now, paths } = options
+  const context: SignInContext = { ...options, throttle: new SignInThrottle(pool) }
 
   app.get(consoleRoutes.signIn, async (request, reply) => {
     if ((await findSession(pool, request.cookies[SESSION_COOKIE], now())) !== undefined) return reply.redirect(paths.home, 303)
     return sendPage(reply, 200, signInPage(paths, { csrfToken: signInToken(paths, request, reply) }))
   })
 
-  app.post(consoleRoutes.signIn, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
-    const rawEmail = formField(request, 'email') ?? ''
-    const email = rawEmail.trim().toLowerCase().slice(0, EMAIL_MAX_LENGTH)
-    const password = formField(request, 'password') ?? ''
-    const csrfToken = signInToken(paths, request, reply)
-
-    const verdict = checkCsrf(request, request.cookies[SIGN_IN_COOKIE])
-    if (verdict !== 'ok') {
-      request.log.warn({ reason: verdict }, 'console: sign-in form refused')
-      const status = verdict === 'bad-content-type' ? errorCatalog.unsupportedMediaType.status : 403
-      return sendPage(reply, status, signInPage(paths, { csrfToken, email, error: CSRF_REFUSED_MESSAGE }))
-    }
-
-    // A browser that signed in as this account before is judged on its own record, not on failures from elsewhere.
-    const device = readDeviceCookie(deviceSecret, request.cookies[DEVICE_COOKIE], email, now())
-    const attempt = await throttle.begin(signInSubjects(email, request.ip, device), now())
-    if (!attempt.allowed) {
-      request.log.warn({ decidedBy: attempt.decidedBy, knownDevice: device !== undefined }, 'console: sign-in throttled')
-      return sendPage(
-        reply.header('retry-after', String(attempt.retryAfterSeconds)),
-        429,
-        signInPage(paths, { csrfToken, email, error: SIGN_IN_THROTTLED_MESSAGE }),
-      )
-    }
-
-    let user: SignInUser | undefined
-    let passwordOk: boolean
-    try {
-      const { rows } = await pool.query<SignInUser>(`SELECT id, email, password_hash, disabled_at IS NOT NULL AS disabled FROM users WHERE email = $1`, [email])
-      user = rows[0]
-      // Checked for a disabled user too: the answer and its cost must not tell a disabled account from a wrong password.
-      passwordOk = password.length > 0 && password.length <= MAX_PASSWORD_LENGTH && (await verifyPassword(password, user?.password_hash ?? (await decoyHash())))
-    } catch (error) {
-      throttle.abandoned(attempt)
-      if (!(error instanceof PasswordHashBusy)) throw error
-      request.log.warn('console: sign-in refused, password checks busy')
-      return sendPage(reply.header('retry-after', '5'), 503, signInPage(paths, { csrfToken, email, error: SIGN_IN_BUSY_MESSAGE }))
-    }
-    const refuse = async (known: SignInUser | undefined): Promise<FastifyReply> => {
-      await throttle.failed(attempt)
-      if (known !== undefined) await inTransaction(pool, (client) => recordUserEvent(client, 'user.sign-in-refused', known, userActor(known.id, request.ip)))
-      request.log.info(
-        { knownDevice: device !== undefined, ...(known?.disabled === true ? { userId: known.id, disabled: true } : {}) },
-        'console: sign-in failed',
-      )
-      return sendPage(reply, 401, signInPage(paths, { csrfToken, email, error: SIGN_IN_FAILED_MESSAGE }))
-    }
-    if (user === undefined || !passwordOk || user.disabled) return refuse(user)
-
-    const signedInUser = user
-    let created: Awaited<ReturnType<typeof createSession>>
-    try {
-      if (needsRehash(user.password_hash)) await rehash(request, pool, user, password)
-      await deleteSession(pool, request.cookies[SESSION_COOKIE])
-      created = await inTransaction(pool, async (client) => {
-        const made = await createSession(client, signedInUser.id, now())
-        if (made !== undefined) await recordUserEvent(client, 'user.signed-in', signedInUser, userActor(signedInUser.id, request.ip))
-        return made
-      })
-    } catch (error) {
-      throttle.abandoned(attempt)
-      throw error
-    }
-    // Disabled between the password check and the session: refused like any other disabled account.
-    if (created === undefined) return refuse({ ...user, disabled: true })
-    await throttle.succeeded(attempt)
-    const { token } = created
-    request.log.info({ userId: user.id }, 'console: signed in')
-    reply.setCookie(SESSION_COOKIE, token, cookieOptions(paths.home))
-    reply.clearCookie(SIGN_IN_COOKIE, cookieOptions(paths.home))
-    // This browser is now a known device of the user (the same device id when it already was one).
-    const known = { userId: user.id, deviceId: device?.userId === user.id ? device.deviceId : newDeviceId() }
-    reply.setCookie(DEVICE_COOKIE, deviceCookieValue(deviceSecret, known, email, now()), cookieOptions(paths.home, DEVICE_MAX_AGE_SECONDS))
-    return reply.redirect(paths.home, 303)
-  })
+  app.post(consoleRoutes.signIn, { bodyLimit: FORM_BODY_LIMIT }, (request, reply) => signIn(context, request, reply))
 
   // Signing out needs a live session and its CSRF token, like every other change.
   await app.register(async (signedIn) => {
@@ -204,6 +145,124 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
       return reply.redirect(paths.signIn, 303)
     })
   })
+}
+
+/** The form's CSRF check, the throttle, the password check, then a new session: each step may end the attempt with its page. */
+async function signIn(context: SignInContext, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  const { paths, now, deviceSecret, throttle } = context
+  const form: SignInForm = {
+    email: (formField(request, 'email') ?? '').trim().toLowerCase().slice(0, EMAIL_MAX_LENGTH),
+    password: formField(request, 'password') ?? '',
+    csrfToken: signInToken(paths, request, reply),
+  }
+  const { email, csrfToken } = form
+  const verdict = checkCsrf(request, request.cookies[SIGN_IN_COOKIE])
+  if (verdict !== 'ok') {
+    request.log.warn({ reason: verdict }, 'console: sign-in form refused')
+    const status = verdict === 'bad-content-type' ? errorCatalog.unsupportedMediaType.status : 403
+    return sendPage(reply, status, signInPage(paths, { csrfToken, email, error: CSRF_REFUSED_MESSAGE }))
+  }
+  // A browser that signed in as this account before is judged on its own record, not on failures from elsewhere.
+  const device = readDeviceCookie(deviceSecret, request.cookies[DEVICE_COOKIE], email, now())
+  const attempt = await throttle.begin(signInSubjects(email, request.ip, device), now())
+  if (!attempt.allowed) {
+    request.log.warn({ decidedBy: attempt.decidedBy, knownDevice: device !== undefined }, 'console: sign-in throttled')
+    const page = signInPage(paths, { csrfToken, email, error: SIGN_IN_THROTTLED_MESSAGE })
+    return sendPage(reply.header('retry-after', String(attempt.retryAfterSeconds)), 429, page)
+  }
+  const refuse = (known: SignInUser | undefined): Promise<FastifyReply> => refuseSignIn(context, request, reply, form, attempt, device, known)
+  const checked = await checkPassword(context, attempt, form)
+  if (checked === 'busy') {
+    request.log.warn('console: sign-in refused, password checks busy')
+    return sendPage(reply.header('retry-after', '5'), 503, signInPage(paths, { csrfToken, email, error: SIGN_IN_BUSY_MESSAGE }))
+  }
+  const { user, passwordOk } = checked
+  if (user === undefined || !passwordOk || user.disabled) return refuse(user)
+  const token = await startSession(context, request, attempt, user, form.password)
+  // Disabled between the password check and the session: refused like any other disabled account.
+  if (token === undefined) return refuse({ ...user, disabled: true })
+  await throttle.succeeded(attempt)
+  return signedIn(context, request, reply, { user, token, email, device })
+}
+
+/**
+ * The user of the email and whether the password is theirs; an unknown email
+ * is checked against a decoy hash, so both cost the same. 'busy' when the
+ * password checks are at capacity (the attempt is then abandoned, not failed).
+ */
+async function checkPassword(
+  { pool, throttle }: SignInContext,
+  attempt: AllowedAttempt,
+  { email, password }: SignInForm,
+): Promise<{ user: SignInUser | undefined; passwordOk: boolean } | 'busy'> {
+  try {
+    const { rows } = await pool.query<SignInUser>(`SELECT id, email, password_hash, disabled_at IS NOT NULL AS disabled FROM users WHERE email = $1`, [email])
+    const user = rows[0]
+    // Checked for a disabled user too: the answer and its cost must not tell a disabled account from a wrong password.
+    const passwordOk =
+      password.length > 0 && password.length <= MAX_PASSWORD_LENGTH && (await verifyPassword(password, user?.password_hash ?? (await decoyHash())))
+    return { user, passwordOk }
+  } catch (error) {
+    throttle.abandoned(attempt)
+    if (!(error instanceof PasswordHashBusy)) throw error
+    return 'busy'
+  }
+}
+
+/** A failed sign-in: counted, recorded for a known user, and answered like every other (the same message, whatever failed). */
+async function refuseSignIn(
+  { pool, paths, throttle }: SignInContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  form: SignInForm,
+  attempt: AllowedAttempt,
+  device: Device | undefined,
+  known: SignInUser | undefined,
+): Promise<FastifyReply> {
+  await throttle.failed(attempt)
+  if (known !== undefined) await inTransaction(pool, (client) => recordUserEvent(client, 'user.sign-in-refused', known, userActor(known.id, request.ip)))
+  request.log.info({ knownDevice: device !== undefined, ...(known?.disabled === true ? { userId: known.id, disabled: true } : {}) }, 'console: sign-in failed')
+  return sendPage(reply, 401, signInPage(paths, { csrfToken: form.csrfToken, email: form.email, error: SIGN_IN_FAILED_MESSAGE }))
+}
+
+/** A new session in place of any earlier one, recorded; its token, or undefined when the user was disabled meanwhile. */
+async function startSession(
+  { pool, now, throttle }: SignInContext,
+  request: FastifyRequest,
+  attempt: AllowedAttempt,
+  user: SignInUser,
+  password: string,
+): Promise<string | undefined> {
+  try {
+    if (needsRehash(user.password_hash)) await rehash(request, pool, user, password)
+    await deleteSession(pool, request.cookies[SESSION_COOKIE])
+    const created = await inTransaction(pool, async (client) => {
+      const made = await createSession(client, user.id, now())
+      if (made !== undefined) await recordUserEvent(client, 'user.signed-in', user, userActor(user.id, request.ip))
+      return made
+    })
+    return created?.token
+  } catch (error) {
+    throttle.abandoned(attempt)
+    throw error
+  }
+}
+
+/** The session and device cookies, and on to the console. */
+function signedIn(
+  { paths, now, deviceSecret }: SignInContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  signed: { user: SignInUser; token: string; email: string; device: Device | undefined },
+): FastifyReply {
+  const { user, token, email, device } = signed
+  request.log.info({ userId: user.id }, 'console: signed in')
+  reply.setCookie(SESSION_COOKIE, token, cookieOptions(paths.home))
+  reply.clearCookie(SIGN_IN_COOKIE, cookieOptions(paths.home))
+  // This browser is now a known device of the user (the same device id when it already was one).
+  const known = { userId: user.id, deviceId: device?.userId === user.id ? device.deviceId : newDeviceId() }
+  reply.setCookie(DEVICE_COOKIE, deviceCookieValue(deviceSecret, known, email, now()), cookieOptions(paths.home, DEVICE_MAX_AGE_SECONDS))
+  return reply.redirect(paths.home, 303)
 }
 
 /**

@@ -11,7 +11,7 @@
 import type { FastifyInstance } from 'fastify'
 import { idSchema, pageResponse, timestampSchema } from '@scoped/shared/api-document'
 import type { Pool } from '@scoped/shared/db'
-import { ApiError } from '@scoped/shared/errors'
+import { invalidField } from '@scoped/shared/errors'
 import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, readLimitAsNumber } from '@scoped/shared/pagination'
 import { requireIsoTime, requireUuid } from '@scoped/shared/validation'
 import type { AuditEventType, AuditFilters } from '../audit/audit-log.js'
@@ -82,7 +82,7 @@ export async function auditEventRoutes(app: FastifyInstance, options: { pool: Po
       if (query.since !== undefined) filters.since = requireIsoTime(query.since, 'querystring.since')
       if (query.until !== undefined) filters.until = requireIsoTime(query.until, 'querystring.until')
       if (filters.since !== undefined && filters.until !== undefined && filters.since >= filters.until) {
-        throw new ApiError('badRequest', 'querystring.since must be before querystring.until')
+        throw invalidField('querystring.since', 'must be before querystring.until')
       }
       const page = await auditLog.list({ agencyId: request.tenant.agencyId }, filters, {
         limit: query.limit,

@@ -28,7 +28,7 @@ import { listQuerySchema, readLimitAsNumber } from '@scoped/shared/pagination'
 import { requireIsoTime, requireName, uuidOrNotFound } from '@scoped/shared/validation'
 import type { Actor } from '../audit/actor.js'
 import { keyActor } from '../audit/actor.js'
-import type { KeyOwner, KeyService } from '../keys/key-service.js'
+import type { KeyItem, KeyOwner, KeyService } from '../keys/key-service.js'
 import { KEY_NAME_MAX_LENGTH, keyItem, MAX_GRACE_SECONDS } from '../keys/key-service.js'
 import { SubAccountStore } from './sub-account-store.js'
 
@@ -121,22 +121,42 @@ function actorOf(request: FastifyRequest): Actor {
   return keyActor(request.tenant.keyId, request.ip)
 }
 
+/** What every route of a sub-account's keys needs: the key service and the path's sub-account and key, checked. */
+interface KeyRouteContext {
+  keys: KeyService
+  path: string
+  /** The sub-account of the path, as a key owner, when it is the caller's agency's; 404 otherwise. */
+  ownerOf(request: FastifyRequest<SubAccountParams>): Promise<KeyOwner & { scope: 'SUB-ACCOUNT' }>
+  keyIdOf(request: FastifyRequest<KeyParams>): string
+  /** The key's item as it is now, or a 404. */
+  itemOf(id: string, owner: KeyOwner): Promise<KeyItem>
+}
+
 export async function subAccountKeyRoutes(app: FastifyInstance, options: { pool: Pool; keys: KeyService }): Promise<void> {
   const { keys } = options
   const subAccounts = new SubAccountStore(options.pool, keys)
-  const path = '/agency/sub-accounts/:id/keys'
-
-  /** The sub-account of the path, as a key owner, when it is the caller's agency's; 404 otherwise. */
-  async function ownerOf(request: FastifyRequest<SubAccountParams>): Promise<KeyOwner & { scope: 'SUB-ACCOUNT' }> {
-    const id = uuidOrNotFound(request.params.id, subAccountNotFound)
-    if (!(await subAccounts.exists(request.tenant.agencyId, id))) throw subAccountNotFound()
-    return { scope: 'SUB-ACCOUNT', subAccountId: id }
+  const context: KeyRouteContext = {
+    keys,
+    path: '/agency/sub-accounts/:id/keys',
+    async ownerOf(request) {
+      const id = uuidOrNotFound(request.params.id, subAccountNotFound)
+      if (!(await subAccounts.exists(request.tenant.agencyId, id))) throw subAccountNotFound()
+      return { scope: 'SUB-ACCOUNT', subAccountId: id }
+    },
+    keyIdOf: (request) => uuidOrNotFound(request.params.keyId, keyNotFound),
+    async itemOf(id, owner) {
+      const item = await keys.find(id, owner)
+      if (item === undefined) throw keyNotFound()
+      return keyItem(item)
+    },
   }
+  readRoutes(app, context)
+  createRoute(app, context)
+  rollRoute(app, context)
+  changeRoutes(app, context)
+}
 
-  function keyIdOf(request: FastifyRequest<KeyParams>): string {
-    return uuidOrNotFound(request.params.keyId, keyNotFound)
-  }
-
+function readRoutes(app: FastifyInstance, { keys, path, ownerOf, keyIdOf, itemOf }: KeyRouteContext): void {
   app.get<SubAccountParams & { Querystring: ListQuery }>(
     path,
     {
@@ -149,6 +169,17 @@ export async function subAccountKeyRoutes(app: FastifyInstance, options: { pool:
     },
   )
 
+  app.get<KeyParams>(
+    `${path}/:keyId`,
+    { schema: { querystring: NO_QUERY_SCHEMA, response: { 200: itemResponse(keyItemSchema, 'The key') } } },
+    async (request) => {
+      const owner = await ownerOf(request)
+      return { success: true, data: await itemOf(keyIdOf(request), owner) }
+    },
+  )
+}
+
+function createRoute(app: FastifyInstance, { keys, path, ownerOf, itemOf }: KeyRouteContext): void {
   app.post<SubAccountParams & { Body: { name: string; expiresAt?: string | null; allowedCidrs?: string[] } }>(
     path,
     {
@@ -161,39 +192,20 @@ export async function subAccountKeyRoutes(app: FastifyInstance, options: { pool:
     async (request, reply) => {
       const owner = await ownerOf(request)
       const { body } = request
-      const expiresAt = body.expiresAt === undefined || body.expiresAt === null ? null : requireIsoTime(body.expiresAt, 'body.expiresAt')
-      const created = await keys.create(owner, requireName(body.name, 'body.name', KEY_NAME_MAX_LENGTH), actorOf(request), {
+      const expiresAt =
+        body.expiresAt === undefined || body.expiresAt === null ? null : requireIsoTime(body.expiresAt, { name: 'expiresAt', label: 'body.expiresAt' })
+      const name = requireName(body.name, { name: 'name', label: 'body.name' }, KEY_NAME_MAX_LENGTH)
+      const created = await keys.create(owner, name, actorOf(request), {
         expiresAt,
         allowedCidrs: body.allowedCidrs,
         fields: { expiresAt: 'body.expiresAt', allowedCidrs: 'body.allowedCidrs' },
       })
-      const item = await keys.find(created.id, owner)
-      if (item === undefined) throw keyNotFound()
-      return reply.code(201).send({ success: true, data: { ...keyItem(item), key: created.key } })
+      return reply.code(201).send({ success: true, data: { ...(await itemOf(created.id, owner)), key: created.key } })
     },
   )
+}
 
-  app.get<KeyParams>(
-    `${path}/:keyId`,
-    { schema: { querystring: NO_QUERY_SCHEMA, response: { 200: itemResponse(keyItemSchema, 'The key') } } },
-    async (request) => {
-      const owner = await ownerOf(request)
-      const item = await keys.find(keyIdOf(request), owner)
-      if (item === undefined) throw keyNotFound()
-      return { success: true, data: keyItem(item) }
-    },
-  )
-
-  app.patch<KeyParams & { Body: { allowedCidrs: string[] } }>(
-    `${path}/:keyId`,
-    { schema: { querystring: NO_QUERY_SCHEMA, body: updateSchema, response: { 200: itemResponse(keyItemSchema, 'The key, with its new allowlist') } } },
-    async (request) => {
-      const owner = await ownerOf(request)
-      const updated = await keys.updateAllowedCidrs(keyIdOf(request), actorOf(request), request.body.allowedCidrs, owner, 'body.allowedCidrs')
-      return { success: true, data: keyItem(updated) }
-    },
-  )
-
+function rollRoute(app: FastifyInstance, { keys, path, ownerOf, keyIdOf, itemOf }: KeyRouteContext): void {
   app.post<KeyParams & { Body: { graceSeconds?: number } }>(
     `${path}/:keyId/roll`,
     {
@@ -212,9 +224,21 @@ export async function subAccountKeyRoutes(app: FastifyInstance, options: { pool:
         request.log.warn({ keyId: rolled.replaces }, rolled.unconfirmed)
         reply.header('warning', `199 - ${JSON.stringify(rolled.unconfirmed.replace(/[^\x20-\x7e]/g, '?'))}`)
       }
-      const item = await keys.find(rolled.id, owner)
-      if (item === undefined) throw keyNotFound()
-      return reply.code(201).send({ success: true, data: { ...keyItem(item), key: rolled.key } })
+      return reply.code(201).send({ success: true, data: { ...(await itemOf(rolled.id, owner)), key: rolled.key } })
+    },
+  )
+}
+
+/** Change the allowlist, revoke, delete. */
+function changeRoutes(app: FastifyInstance, { keys, path, ownerOf, keyIdOf, itemOf }: KeyRouteContext): void {
+  app.patch<KeyParams & { Body: { allowedCidrs: string[] } }>(
+    `${path}/:keyId`,
+    { schema: { querystring: NO_QUERY_SCHEMA, body: updateSchema, response: { 200: itemResponse(keyItemSchema, 'The key, with its new allowlist') } } },
+    async (request) => {
+      const owner = await ownerOf(request)
+      const fields = { allowedCidrs: 'body.allowedCidrs' }
+      const updated = await keys.update(keyIdOf(request), { actor: actorOf(request), owner, allowedCidrs: request.body.allowedCidrs, fields })
+      return { success: true, data: keyItem(updated) }
     },
   )
 
@@ -228,9 +252,7 @@ export async function subAccountKeyRoutes(app: FastifyInstance, options: { pool:
       const owner = await ownerOf(request)
       const keyId = keyIdOf(request)
       await keys.revoke(keyId, actorOf(request), owner)
-      const item = await keys.find(keyId, owner)
-      if (item === undefined) throw keyNotFound()
-      return { success: true, data: keyItem(item) }
+      return { success: true, data: await itemOf(keyId, owner) }
     },
   )
 

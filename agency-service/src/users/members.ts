@@ -6,7 +6,7 @@
  * agency's business; it decides only whether this one may disable the account).
  */
 import type { Pool } from '@scoped/shared/db'
-import type { Role } from '../tenants.js'
+import type { Role } from './roles.js'
 
 export interface AgencyMember {
   id: string

@@ -20,7 +20,7 @@ import { requireUuid } from '@scoped/shared/validation'
 import type { ActorInput } from '../audit/actor.js'
 import { toActor } from '../audit/actor.js'
 import { recordAuditEvent } from '../audit/audit-log.js'
-import type { Role } from '../tenants.js'
+import type { Role } from './roles.js'
 import type { UserRef } from './user-service.js'
 import { UserService } from './user-service.js'
 

@@ -10,7 +10,7 @@ import type { PoolClient } from '@scoped/shared/db'
 import type { Actor } from '../audit/actor.js'
 import type { AuditEventType } from '../audit/audit-log.js'
 import { recordAuditEvent } from '../audit/audit-log.js'
-import type { Role } from '../tenants.js'
+import type { Role } from './roles.js'
 
 export type UserEventType = Extract<AuditEventType, 'user.disabled' | 'user.password-changed' | 'user.signed-in' | 'user.sign-in-refused'>
 

@@ -55,7 +55,7 @@ async function disableLocked(client: PoolClient, user: LockedUser, actor: ActorI
 /** Why a new password is refused (a 400 with the rule's sentence), or nothing. */
 function requireAcceptablePassword(password: string): void {
   const problem = passwordProblem(password)
-  if (problem !== undefined) throw new ApiError('badRequest', problem)
+  if (problem !== undefined) throw new ApiError('badRequest', problem, { field: 'password' })
 }
 
 export type OwnPasswordChange = 'changed' | 'wrong-password'

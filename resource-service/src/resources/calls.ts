@@ -62,7 +62,7 @@ export const calls: ResourceDefinition<CallRow, Call> = {
     updatedAt: row.updated_at.toISOString(),
   }),
   referenceErrors: {
-    calls_agent_fk: 'body.agentId does not name an agent of this sub-account',
-    calls_contact_fk: 'body.contactId does not name a contact of this sub-account',
+    calls_agent_fk: { field: 'body.agentId', problem: 'does not name an agent of this sub-account' },
+    calls_contact_fk: { field: 'body.contactId', problem: 'does not name a contact of this sub-account' },
   },
 }

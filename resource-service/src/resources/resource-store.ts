@@ -7,7 +7,7 @@
  */
 import type { Pool } from '@scoped/shared/db'
 import { pgErrorCode, pgErrorCodes, sqlIdentifier } from '@scoped/shared/db'
-import { ApiError } from '@scoped/shared/errors'
+import { ApiError, invalidField } from '@scoped/shared/errors'
 import type { ListQuery, Page } from '@scoped/shared/pagination'
 import { listTenantPage } from '@scoped/shared/pagination'
 
@@ -32,8 +32,8 @@ export interface ResourceDefinition<Row extends ResourceRow, Item> {
   /** The columns a validated body sets; throws an ApiError naming a field it refuses. */
   columns(body: Record<string, unknown>): Columns
   toItem(row: Row): Item
-  /** Messages for a reference to a row the caller's sub-account does not have, by foreign-key constraint. */
-  referenceErrors?: Readonly<Record<string, string>>
+  /** The field and the problem for a reference to a row the caller's sub-account does not have, by foreign-key constraint. */
+  referenceErrors?: Readonly<Record<string, { field: string; problem: string }>>
   /** Message when a row cannot be deleted because others still refer to it. */
   inUseMessage?: string
 }
@@ -103,9 +103,9 @@ export class ResourceStore<Row extends ResourceRow, Item> {
     } catch (error) {
       if (pgErrorCode(error) === pgErrorCodes.foreignKeyViolation) {
         const constraint = (error as { constraint?: unknown }).constraint
-        const message = typeof constraint === 'string' ? this.definition.referenceErrors?.[constraint] : undefined
+        const reference = typeof constraint === 'string' ? this.definition.referenceErrors?.[constraint] : undefined
         // Any other reference is the row's sub-account, which was deleted while this request was on its way.
-        throw message === undefined ? new ApiError('subAccountNotFound') : new ApiError('badRequest', message)
+        throw reference === undefined ? new ApiError('subAccountNotFound') : invalidField(reference.field, reference.problem)
       }
       throw error
     }

@@ -1,0 +1,94 @@
+/**
+ * Creating a key (spec §3): at most 25 per agency (agency-scope keys) and per
+ * sub-account count toward the limit (key-status.ts), counted under a row
+ * lock on the owning tenant, so concurrent creations cannot overshoot. The
+ * plaintext is returned once and kept nowhere; only its hash and hint are
+ * stored, with the audit event in the same transaction.
+ */
+import { inTransaction } from '@scoped/shared/db'
+import type { PoolClient } from '@scoped/shared/db'
+import { ApiError } from '@scoped/shared/errors'
+import { generateKey, hashKey, keyHint } from '@scoped/shared/keys'
+import type { RateLimit } from '@scoped/shared/rate-limit'
+import { requireName } from '@scoped/shared/validation'
+import type { ActorInput } from '../audit/actor.js'
+import { actorText, toActor } from '../audit/actor.js'
+import type { KeyContext } from './key-context.js'
+import type { KeyFieldNames, RateLimitInput } from './key-input.js'
+import { checkedCidrs, checkedExpiry, checkedRateLimit } from './key-input.js'
+import type { KeyOwner } from './key-owner.js'
+import { checkOwner, lockOwner, ownerCondition, ownerId } from './key-owner.js'
+import type { CreatedKey, KeyRow } from './key-records.js'
+import { created, KEY_COLUMNS, recordKeyEvent } from './key-records.js'
+import { COUNTED_KEY_SQL } from './key-status.js'
+
+export const ACTIVE_KEY_LIMIT = 25
+export const KEY_NAME_MAX_LENGTH = 100
+
+export interface NewKeyOptions {
+  /** When the key stops working; must be in the future. Undefined or null: never. */
+  expiresAt?: Date | null
+  /** CIDR blocks (or addresses) the key may be used from; undefined or empty: any address. */
+  allowedCidrs?: unknown
+  /** The key's own rate limit; undefined or null: the routes file's. */
+  rateLimit?: RateLimitInput | null
+  /** How the caller's input names these, for messages (`body.expiresAt`, `--allow-cidr`, `--rate`). */
+  fields?: KeyFieldNames
+}
+
+interface CheckedKey {
+  name: string
+  expiresAt: Date | null
+  allowedCidrs: string[]
+  rateLimit: RateLimit | null
+}
+
+export async function createKey(context: KeyContext, owner: KeyOwner, name: unknown, actor: ActorInput, options: NewKeyOptions): Promise<CreatedKey> {
+  checkOwner(owner)
+  const checked: CheckedKey = {
+    name: requireName(name, 'name', KEY_NAME_MAX_LENGTH),
+    expiresAt: checkedExpiry(options.expiresAt, context.now(), options.fields),
+    allowedCidrs: checkedCidrs(options.allowedCidrs, options.fields),
+    rateLimit: checkedRateLimit(options.rateLimit, options.fields),
+  }
+  const who = toActor(actor)
+  return inTransaction(context.pool, async (client) => {
+    const agencyId = await lockOwner(client, owner)
+    await requireRoomForKey(client, owner)
+    const key = generateKey()
+    const row = await insertKey(client, owner, agencyId, key, checked, actorText(who))
+    await recordKeyEvent(client, row, 'key.created', who)
+    return created(row, key)
+  })
+}
+
+/** The limit of 25, counted under the tenant's lock (lockOwner) so that concurrent creations cannot overshoot it. */
+async function requireRoomForKey(client: PoolClient, owner: KeyOwner): Promise<void> {
+  const { rows } = await client.query<{ active: number }>(
+    `SELECT count(*)::int AS active FROM api_keys WHERE ${ownerCondition(owner, 1)} AND ${COUNTED_KEY_SQL}`,
+    [ownerId(owner)],
+  )
+  if ((rows[0]?.active ?? 0) >= ACTIVE_KEY_LIMIT) throw new ApiError('keyLimitReached')
+}
+
+async function insertKey(client: PoolClient, owner: KeyOwner, agencyId: string, key: string, checked: CheckedKey, createdBy: string): Promise<KeyRow> {
+  const subAccountId = owner.scope === 'SUB-ACCOUNT' ? owner.subAccountId : null
+  const inserted = await client.query<KeyRow>(
+    `INSERT INTO api_keys (scope, agency_id, sub_account_id, name, key_hash, hint, created_by, expires_at, allowed_cidrs, rate_limit_rate, rate_limit_burst)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::cidr[], $10, $11) RETURNING ${KEY_COLUMNS}`,
+    [
+      owner.scope,
+      agencyId,
+      subAccountId,
+      checked.name,
+      hashKey(key),
+      keyHint(key),
+      createdBy,
+      checked.expiresAt,
+      checked.allowedCidrs,
+      checked.rateLimit?.rate ?? null,
+      checked.rateLimit?.burst ?? null,
+    ],
+  )
+  return inserted.rows[0]!
+}
