@@ -101,6 +101,8 @@ t.test('the dashboard shows what the operations guide promises', async (t) => {
   t.ok(text(/gateway_invalidation_channel_subscribed/), 'the Redis subscription')
   t.ok(text(/sum by \(limit\) \(rate\(gateway_throttled_requests_total/), 'throttled and rate-limited requests')
   t.ok(text(/gateway_process_resident_memory_bytes/), 'process memory')
+  t.ok(text(/sum by \(instance, listener\) \(gateway_connections_open/), 'open connections by listener')
+  t.ok(text(/sum by \(listener, reason\) \(rate\(gateway_connections_refused_total/), 'refused connections by listener and reason')
   t.ok(text(/gateway_nodejs_eventloop_lag_p99_seconds/), 'event-loop lag')
 })
 
