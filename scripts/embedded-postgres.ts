@@ -3,16 +3,20 @@
  * with its data under .data/pglite, served on the Postgres wire protocol so
  * every process connects with `pg` exactly as to a real server.
  *
- * PGlite is one backend session shared by all connections: transactions run
- * one at a time, LISTEN/NOTIFY does not cross connections and named prepared
- * statements would collide. The services are written to stay correct on it
- * (one client per transaction, unnamed statements, invalidation without NOTIFY).
+ * PGlite is one backend session shared by all connections. Its server here
+ * keeps them apart as far as one session can (pglite-session-queue.ts: one
+ * connection's exchange or transaction at a time); what it cannot, the
+ * services allow for: LISTEN/NOTIFY does not cross connections (invalidation
+ * goes without it), `SET` and advisory locks are the whole session's (none is
+ * relied on: migrations run in one transaction), and a named prepared statement
+ * is the whole session's (the key lookup falls back to an unnamed one).
  */
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { PGlite } from '@electric-sql/pglite'
-import { PGLiteSocketServer } from '@electric-sql/pglite-socket'
 import { EMBEDDED_POSTGRES_PORT } from '@scoped/shared/config'
+import { serveSessions } from './pglite-session-queue.js'
+import type { SessionServer } from './pglite-session-queue.js'
 
 export interface EmbeddedPostgres {
   url: string
@@ -23,10 +27,10 @@ export async function startEmbeddedPostgres(dataRoot: string, port = EMBEDDED_PO
   const dataDir = join(dataRoot, 'pglite')
   mkdirSync(dataDir, { recursive: true })
   const db = await PGlite.create(dataDir)
-  // Enough for every pool of the stack (gateway, two services) plus the CLI and migrations.
-  const server = new PGLiteSocketServer({ db, host: '127.0.0.1', port, maxConnections: 100 })
+  let server: SessionServer
   try {
-    await server.start()
+    // Enough for every pool of the stack (gateway, two services) plus the CLI and migrations.
+    server = await serveSessions(db, '127.0.0.1', port, 100)
   } catch (error) {
     await db.close()
     const code = typeof error === 'object' && error !== null && 'code' in error ? error.code : undefined

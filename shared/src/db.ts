@@ -71,6 +71,8 @@ export const pgErrorCodes = {
   undefinedTable: '42P01',
   /** "cached plan must not change result type": a prepared statement outlived a change of what it returns. */
   cachedPlanChanged: '0A000',
+  /** A named prepared statement of that name exists already: on one session shared by several connections, another's. */
+  duplicatePreparedStatement: '42P05',
 } as const
 
 export function pgErrorCode(error: unknown): string | undefined {

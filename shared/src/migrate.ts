@@ -4,13 +4,14 @@
  * that connect as a least-privilege role (migration 006, "Database roles" in
  * docs/operations.md) cannot, and wait for them instead (migrateOrWait).
  *
- * Services and `npm start` apply them at start when their role may; the
- * advisory lock in "wait" mode makes concurrent starts safe: one applies,
- * the others wait and then find nothing pending.
+ * Services, `ctl` and `npm start` apply them at start when their role may;
+ * one transaction per migrator, under an advisory lock, makes concurrent
+ * starts safe (migrate): one applies, the others wait and then find nothing
+ * pending.
  */
 import { readdirSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import { runner } from 'node-pg-migrate'
+import { PG_MIGRATE_LOCK_ID, runner } from 'node-pg-migrate'
 import pg from 'pg'
 
 export const migrationsDir = fileURLToPath(new URL('../migrations', import.meta.url))
@@ -69,21 +70,40 @@ async function withClient<T>(databaseUrl: string, work: (client: pg.Client) => P
   }
 }
 
-/** Applies every pending migration; refuses (NotSchemaOwnerError) when the role may not. */
+/**
+ * Applies every pending migration; refuses (NotSchemaOwnerError) when the
+ * role may not. Everything happens in one transaction, from the lock to the
+ * last migration: on Postgres the transaction-level advisory lock makes a
+ * second migrator wait, then read the migrations table afresh; on the
+ * embedded Postgres, one session shared by every connection, where any
+ * advisory lock is granted at once, the session queue runs one transaction at
+ * a time, which serializes them all the same. node-pg-migrate's own BEGIN
+ * inside it is a no-op (a warning) and its COMMIT ends it; its session-level
+ * lock is not taken.
+ */
 export async function migrate(databaseUrl: string): Promise<string[]> {
   return withClient(databaseUrl, async (client) => {
-    if (!(await canMigrate(client))) throw new NotSchemaOwnerError()
-    const applied = await runner({
-      dbClient: client,
-      dir: migrationsDir,
-      direction: 'up',
-      migrationsTable: MIGRATIONS_TABLE,
-      count: Infinity,
-      advisoryLockMode: 'wait',
-      singleTransaction: true,
-      log: () => undefined,
-    })
-    return applied.map((migration) => migration.name)
+    await client.query('BEGIN')
+    try {
+      if (!(await canMigrate(client))) throw new NotSchemaOwnerError()
+      await client.query('SELECT pg_advisory_xact_lock($1)', [PG_MIGRATE_LOCK_ID])
+      const applied = await runner({
+        dbClient: client,
+        dir: migrationsDir,
+        direction: 'up',
+        migrationsTable: MIGRATIONS_TABLE,
+        count: Infinity,
+        noLock: true,
+        singleTransaction: true,
+        log: () => undefined,
+      })
+      // Ends the transaction when nothing was pending (otherwise the runner's COMMIT did).
+      await client.query('COMMIT')
+      return applied.map((migration) => migration.name)
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined)
+      throw error
+    }
   })
 }
 
