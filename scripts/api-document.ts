@@ -25,7 +25,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildAgencyApp } from '@scoped/agency-service/app'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
 import { buildResourceApp } from '@scoped/resource-service/app'
-import { SCOPE_EXTENSION } from '@scoped/shared/api-document'
+import { OPTIONAL_BODY_EXTENSION, SCOPE_EXTENSION } from '@scoped/shared/api-document'
 import { createPool } from '@scoped/shared/db'
 import { errorCatalog } from '@scoped/shared/errors'
 import { KeyRevocationNotifier } from '@scoped/shared/key-invalidation'
@@ -35,6 +35,7 @@ import { AGENCY_SERVICE_AUDIENCE, RESOURCE_SERVICE_AUDIENCE } from '@scoped/shar
 import type { RouteMap, ScopedRoute } from '@scoped/gateway/route-map'
 import { matchRoute, parseRouteMap } from '@scoped/gateway/route-map'
 import { projectRoot } from '../test/helpers/processes.js'
+import { SchemaNames } from './api-schemas.js'
 
 export const openApiFile = join(projectRoot, 'deploy', 'openapi.json')
 export const defaultRoutesFile = join(projectRoot, 'deploy', 'routes.yaml')
@@ -167,6 +168,34 @@ export function operationNames(method: string, path: string): { operationId: str
 
 // ---------------------------------------------------------------- shared parts
 
+const header = (name: string): Json => ({ $ref: `#/components/headers/${name}` })
+
+/** Every response the gateway writes carries its request id. */
+const REQUEST_ID = { 'x-request-id': header('X-Request-Id') }
+/** On a rate-limited route, every answer after the limits were counted: the limit that applied and what is left of it. */
+const RATE_LIMIT = { RateLimit: header('RateLimit'), 'RateLimit-Policy': header('RateLimit-Policy') }
+/** Every 429 and every 503 says when to retry. */
+const RETRY_AFTER = { 'Retry-After': header('Retry-After') }
+
+/** The response headers the gateway writes, named once (components.headers). */
+const HEADERS: Json = {
+  'X-Request-Id': {
+    description: 'The id of this request, as the gateway logged it: quote it when asking about a request.',
+    required: true,
+    schema: { type: 'string', minLength: 1 },
+  },
+  RateLimit: {
+    description:
+      'On a rate-limited route (draft-ietf-httpapi-ratelimit-headers): the limit that applied to this request and what is left of it, e.g. `"tenant";r=199;t=1`.',
+    schema: { type: 'string' },
+  },
+  'RateLimit-Policy': {
+    description: 'On a rate-limited route (draft-ietf-httpapi-ratelimit-headers): the policies that apply, e.g. `"tenant";q=200;w=2`.',
+    schema: { type: 'string' },
+  },
+  'Retry-After': { description: 'Seconds to wait before retrying.', required: true, schema: { type: 'integer', minimum: 0 } },
+}
+
 const ERROR_SCHEMA_REF = { $ref: '#/components/schemas/ErrorEnvelope' }
 
 function errorContent(examples: Record<string, { summary: string; message: string }>): Json {
@@ -180,11 +209,14 @@ function errorContent(examples: Record<string, { summary: string; message: strin
   }
 }
 
-function errorResponse(description: string, examples: Record<string, { summary: string; message: string }>, headers?: Json): Json {
-  return { description, ...(headers === undefined ? {} : { headers }), content: errorContent(examples) }
+/** An error answer; its headers are the request id and, once the rate limits were counted, theirs, unless `headers` says otherwise. */
+function errorResponse(
+  description: string,
+  examples: Record<string, { summary: string; message: string }>,
+  headers: Json = { ...RATE_LIMIT, ...REQUEST_ID },
+): Json {
+  return { description, headers, content: errorContent(examples) }
 }
-
-const RETRY_AFTER = { $ref: '#/components/headers/Retry-After' }
 
 /** The errors every operation may answer, by status: what the gateway answers, and what the services do. */
 const ERROR_RESPONSES: Record<string, [string, Json]> = {
@@ -206,15 +238,19 @@ const ERROR_RESPONSES: Record<string, [string, Json]> = {
         missing: { summary: 'Key missing, malformed or unknown', message: errorCatalog.missingKey.message },
         revoked: { summary: 'Key revoked, deleted or expired', message: errorCatalog.revokedKey.message },
       },
-      { 'WWW-Authenticate': { description: 'Always `Bearer`.', schema: { type: 'string' } } },
+      { 'WWW-Authenticate': { description: 'Always `Bearer`.', required: true, schema: { type: 'string', const: 'Bearer' } }, ...REQUEST_ID },
     ),
   ],
   '403': [
     'Forbidden',
-    errorResponse('The key is valid but may not do this.', {
-      scope: { summary: 'A key of the other scope', message: errorCatalog.scopeMismatch.message },
-      address: { summary: 'A key used from outside its address allowlist', message: 'This API key cannot be used from this address' },
-    }),
+    errorResponse(
+      'The key is valid but may not do this.',
+      {
+        scope: { summary: 'A key of the other scope', message: errorCatalog.scopeMismatch.message },
+        address: { summary: 'A key used from outside its address allowlist', message: 'This API key cannot be used from this address' },
+      },
+      REQUEST_ID,
+    ),
   ],
   '404': [
     'NotFound',
@@ -239,11 +275,7 @@ const ERROR_RESPONSES: Record<string, [string, Json]> = {
         failedAuthentication: { summary: 'Too many failed authentications from this address', message: errorCatalog.tooManyAuthFailures.message },
         rateLimited: { summary: 'A key or tenant over its rate limit', message: errorCatalog.rateLimited.message },
       },
-      {
-        'Retry-After': RETRY_AFTER,
-        RateLimit: { description: 'draft-ietf-httpapi-ratelimit-headers: the limit that applied and what is left of it.', schema: { type: 'string' } },
-        'RateLimit-Policy': { description: 'draft-ietf-httpapi-ratelimit-headers: the policy of that limit.', schema: { type: 'string' } },
-      },
+      { ...RETRY_AFTER, ...RATE_LIMIT, ...REQUEST_ID },
     ),
   ],
   '502': [
@@ -261,7 +293,7 @@ const ERROR_RESPONSES: Record<string, [string, Json]> = {
         busy: { summary: 'The service is at capacity, or this tenant has its share of it in use', message: errorCatalog.upstreamBusy.message },
         unavailable: { summary: 'Shutting down or not ready', message: errorCatalog.serviceUnavailable.message },
       },
-      { 'Retry-After': RETRY_AFTER },
+      { ...RETRY_AFTER, ...RATE_LIMIT, ...REQUEST_ID },
     ),
   ],
   '504': [
@@ -309,26 +341,37 @@ Every error is \`{"success": false, "message": "…"}\` with \`Content-Type: app
 | 401 | \`Invalid or missing API key\`, or \`Invalid or revoked API key\` |
 | 403 | \`This API key does not have access to this resource\`, or the key's address allowlist |
 | 404 | no such path, or no such item for this key (another tenant's id is answered alike) |
-| 405, 408, 414, 431 | a method the API does not take; a request too slow, a target over 8 KiB, headers over 16 KiB |
+| 405 | a method the path does not take; \`Allow\` lists the ones it does |
+| 408, 414, 431 | a request too slow, a target over 8 KiB, headers over 16 KiB |
 | 409 | the change conflicts with the current state |
 | 413 | a body over 1 MiB |
 | 429 | too many failed authentications, or a rate limit; retry after \`Retry-After\` seconds |
-| 502, 503, 504 | the service behind the gateway is unreachable, busy or too slow; retry |
+| 502, 503, 504 | the service behind the gateway is unreachable, busy or too slow; retry (a 503 after \`Retry-After\` seconds) |
+
+Every response carries \`x-request-id\`, the id the gateway logged it under. On a rate-limited route, every answer after the limits were counted carries \`RateLimit\` and \`RateLimit-Policy\` (draft-ietf-httpapi-ratelimit-headers).
 
 ## Lists
 
-Lists take \`limit\` (1 to ${MAX_PAGE_LIMIT}, default ${DEFAULT_PAGE_LIMIT}) and \`cursor\`, and answer \`{"success": true, "data": […], "pagination": {"limit", "nextCursor", "hasMore"}}\`. Pass \`nextCursor\` as \`cursor\` for the next page; it is \`null\` on the last one. Items are listed oldest first and a walk never skips or repeats one.
+Lists take \`limit\` (1 to ${MAX_PAGE_LIMIT}, default ${DEFAULT_PAGE_LIMIT}) and \`cursor\`, and answer \`{"success": true, "data": […], "pagination": {"limit", "nextCursor", "hasMore"}}\`. Pass \`nextCursor\` as \`cursor\` for the next page; it is \`null\` on the last one. Items are listed oldest first (the audit trail, \`/v1/agency/audit-events\`, newest first) and a walk never skips or repeats one.
 
 ## Bodies
 
-Bodies are JSON, validated strictly: an unknown field, a wrong type or an empty PATCH is refused with 400 naming the field. POST answers 201 with the item, PATCH 200 with the updated item, DELETE 204.`
+Bodies are JSON, validated strictly: an unknown field, a wrong type or an empty PATCH is refused with 400 naming the field. The one exception is the tenant: \`agency_id\` and \`sub_account_id\` at a body's top level are removed by the gateway and ignored, never refused. Revoking a key takes no body, and rolling one takes an optional \`{"graceSeconds"}\`. POST answers 201 with the item (revoke: 200), PATCH 200 with the updated item, DELETE 204.`
 
-function baseDocument(version: string): OpenApiDocument {
+/** The project's version and license (an SPDX identifier), as package.json gives them. */
+export interface ProjectInfo {
+  version: string
+  license: string
+}
+
+function baseDocument({ version, license }: ProjectInfo): OpenApiDocument {
   const responses: Json = {}
   for (const [, [name, response]] of Object.entries(ERROR_RESPONSES)) responses[name] = response
   return {
     openapi: '3.1.0',
-    info: { title: 'Scoped agency API', version, description: DESCRIPTION },
+    info: { title: 'Scoped agency API', version, description: DESCRIPTION, license: { name: license, identifier: license } },
+    // Relative: the API is at the origin that serves this document (the gateway's /openapi.json).
+    servers: [{ url: '/', description: 'The gateway that serves this document.' }],
     tags: [],
     security: [{ bearerAuth: [] }, { apiKeyHeader: [] }],
     paths: {},
@@ -357,9 +400,7 @@ function baseDocument(version: string): OpenApiDocument {
         },
       },
       responses,
-      headers: {
-        'Retry-After': { description: 'Seconds to wait before retrying.', schema: { type: 'integer', minimum: 0 } },
-      },
+      headers: HEADERS,
     },
   }
 }
@@ -379,6 +420,15 @@ function tagOf(route: ScopedRoute): string {
     .join('/')
 }
 
+/** The audit trail's filters: what each means, and its format (the service checks it and answers 400 naming the parameter). */
+const QUERY_PARAMETERS: Record<string, { description: string; format?: string }> = {
+  type: { description: 'Only events of this type.' },
+  keyId: { description: 'Only events about this key.', format: 'uuid' },
+  subAccountId: { description: 'Only events about this sub-account.', format: 'uuid' },
+  since: { description: 'Only events at or after this time (inclusive), e.g. `2026-01-31T00:00:00Z`.', format: 'date-time' },
+  until: { description: 'Only events before this time (exclusive); must be later than `since`.', format: 'date-time' },
+}
+
 function parameterDescriptions(parameters: Json[] | undefined): Json[] | undefined {
   return parameters?.map((parameter) => {
     const schema = { ...((parameter['schema'] as Json | undefined) ?? {}) }
@@ -387,6 +437,9 @@ function parameterDescriptions(parameters: Json[] | undefined): Json[] | undefin
       return { ...parameter, description: `Items per page, 1 to ${MAX_PAGE_LIMIT} (default ${DEFAULT_PAGE_LIMIT}).`, schema }
     if (parameter['in'] === 'query' && name === 'cursor')
       return { ...parameter, description: 'Where to go on: the `nextCursor` of the previous page. Opaque.', schema }
+    const query = parameter['in'] === 'query' && typeof name === 'string' ? QUERY_PARAMETERS[name] : undefined
+    if (query !== undefined)
+      return { ...parameter, description: query.description, schema: { ...schema, ...(query.format === undefined ? {} : { format: query.format }) } }
     if (parameter['in'] === 'path' && typeof name === 'string' && /(^id|Id)$/.test(name)) {
       return {
         ...parameter,
@@ -398,6 +451,12 @@ function parameterDescriptions(parameters: Json[] | undefined): Json[] | undefin
   })
 }
 
+/** The request body; optional where the route says so (OPTIONAL_BODY_EXTENSION: revoke, roll), since @fastify/swagger marks every body required. */
+function requestBodyOf(own: Json): Json {
+  const body = own['requestBody'] as Json
+  return own[OPTIONAL_BODY_EXTENSION] === true ? { ...body, required: false } : body
+}
+
 function mergeOperation(method: string, path: string, route: ScopedRoute, own: Json): Operation {
   const names = operationNames(method, path)
   const responses: Record<string, Json> = {}
@@ -407,7 +466,8 @@ function mergeOperation(method: string, path: string, route: ScopedRoute, own: J
       // @fastify/swagger answers "200: Default Response" for a route without response schemas: undocumented, not a 200.
       if (response['description'] === 'Default Response' && response['content'] === undefined) continue
       // A 204 has no body.
-      responses[status] = status === '204' ? { description: response['description'] } : response
+      const success = status === '204' ? { description: response['description'] } : response
+      responses[status] = { ...success, headers: { ...RATE_LIMIT, ...REQUEST_ID } }
     } else if (ERROR_RESPONSES[status] !== undefined) {
       responses[status] = { ...responseRef(status), description: response['description'] }
     }
@@ -425,7 +485,7 @@ function mergeOperation(method: string, path: string, route: ScopedRoute, own: J
     tags: [tagOf(route)],
     [SCOPE_EXTENSION]: route.scope,
     ...(parameters === undefined ? {} : { parameters }),
-    ...(own['requestBody'] === undefined ? {} : { requestBody: own['requestBody'] as Json }),
+    ...(own['requestBody'] === undefined ? {} : { requestBody: requestBodyOf(own) }),
     responses: sorted,
   }
   const page = sorted['200']?.['content'] as Record<string, { schema?: Json }> | undefined
@@ -447,12 +507,13 @@ function mergeOperation(method: string, path: string, route: ScopedRoute, own: J
 }
 
 /** Merges the services' documents for the routes of `routes`. */
-export function mergeApiDocument(routes: RouteMap, services: readonly ServiceDocument[], version: string): MergeResult {
-  const document = baseDocument(version)
+export function mergeApiDocument(routes: RouteMap, services: readonly ServiceDocument[], project: ProjectInfo): MergeResult {
+  const document = baseDocument(project)
   const problems: string[] = []
   const reached = new Set<ScopedRoute>()
   const operationIds = new Set<string>()
   const paths: Record<string, Record<string, Operation>> = {}
+  const names = new SchemaNames(document.components['schemas'] as Json)
   for (const service of services) {
     for (const [name, schema] of Object.entries(service.document.components?.schemas ?? {})) {
       const schemas = document.components['schemas'] as Json
@@ -475,6 +536,7 @@ export function mergeApiDocument(routes: RouteMap, services: readonly ServiceDoc
         }
         reached.add(route)
         const operation = mergeOperation(method, path, route, own)
+        names.nameOperation(method, path, operation)
         if (operationIds.has(operation.operationId)) problems.push(`operation id ${operation.operationId} is used twice`)
         operationIds.add(operation.operationId)
         ;(paths[path] ??= {})[method] = operation
@@ -489,20 +551,23 @@ export function mergeApiDocument(routes: RouteMap, services: readonly ServiceDoc
     if (!tags.some((existing) => existing['name'] === tag))
       tags.push({ name: tag, description: `\`${route.prefix}\`: needs a key of scope \`${route.scope}\`.` })
   }
+  problems.push(...names.problems)
   document['tags'] = tags
   document.paths = Object.fromEntries(Object.entries(paths).sort(([a], [b]) => a.localeCompare(b)))
   return { document, problems }
 }
 
-/** The project's version, as the document's. */
-export function projectVersion(): string {
-  return (JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { version: string }).version
+/** The project's version and license, as the document's. */
+export function projectInfo(): ProjectInfo {
+  const { version, license } = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { version: string; license?: string }
+  if (license === undefined) throw new Error('package.json names no license')
+  return { version, license }
 }
 
 /** Builds the document from the services and a routes file (deploy/routes.yaml by default). */
 export async function buildApiDocument(routesFile: string = defaultRoutesFile): Promise<MergeResult> {
   const routes = parseRouteMap(readFileSync(routesFile, 'utf8'), routesFile)
-  return mergeApiDocument(routes, await serviceDocuments(), projectVersion())
+  return mergeApiDocument(routes, await serviceDocuments(), projectInfo())
 }
 
 /** The file's text: stable (paths sorted), two-space JSON and a final newline. */

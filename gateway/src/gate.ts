@@ -3,7 +3,7 @@
  * hook, before any body is read. In order:
  *   0. draining (503), a request target longer than MAX_REQUEST_TARGET (414);
  *   1. the path (400): the raw URL is normalized once (request-path.ts);
- *      then the method (405): only the methods the gateway forwards;
+ *      then the method (405, with Allow): only the methods the gateway forwards;
  *   2. the documents (/openapi.json, /docs: documents.ts) and console routes
  *      (`auth: session`, outside /v1) pass without a key;
  *   3. the key (401): extracted, looked up in memory by its hash, its
@@ -55,6 +55,12 @@ import { matchRoute } from './route-map.js'
 /** The methods the gateway forwards; any other (TRACE, QUERY, WebDAV, …) is refused with 405 before authentication. */
 export const FORWARDED_METHODS = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT'] as const
 const forwardedMethods = new Set<string>(FORWARDED_METHODS)
+/**
+ * The gateway's own 405 names every method it forwards (RFC 9110 §15.5.6: a
+ * 405 carries Allow); which of them a path takes, its service says, with a
+ * 405 and its own Allow (shared/src/error-envelope-plugin.ts).
+ */
+const ALLOW = FORWARDED_METHODS.join(', ')
 export function isForwardedMethod(method: string): boolean {
   return forwardedMethods.has(method)
 }
@@ -119,7 +125,10 @@ class Gate {
     // 0–1
     const target = this.admit(request)
     if (typeof target === 'string') return this.refuseEarly(request, reply, target, client, null)
-    if (!isForwardedMethod(request.method)) return this.refuseEarly(request, reply, 'method-not-allowed', client, target)
+    if (!isForwardedMethod(request.method)) {
+      reply.header('allow', ALLOW)
+      return this.refuseEarly(request, reply, 'method-not-allowed', client, target)
+    }
     // 2 (the route is matched once, here, and told to a key's holder only at 4, in decide)
     const route = matchRoute(this.options.routes, target.path)
     const passed = passWithoutKey(request, client, target, route)

@@ -25,6 +25,16 @@ export const API_DOCUMENT_PREFIX = '/v1'
 /** The extension naming the key scope an operation requires. */
 export const SCOPE_EXTENSION = 'x-scope'
 
+/**
+ * On a route's schema: its body may be absent (revoke, roll: validated as
+ * `{}`). @fastify/swagger marks every body required; the merge reads this to
+ * say otherwise, and never publishes the extension itself.
+ */
+export const OPTIONAL_BODY_EXTENSION = 'x-body-optional'
+
+/** Spread into a route's schema whose body may be absent: `schema: { body, ...OPTIONAL_BODY }`. */
+export const OPTIONAL_BODY = { [OPTIONAL_BODY_EXTENSION]: true } as const
+
 export interface ApiDocumentOptions {
   /** The service, as the document's title (never published: the merge writes its own). */
   service: string

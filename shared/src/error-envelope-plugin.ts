@@ -1,7 +1,8 @@
 /**
  * Every error a Fastify service answers, in the spec's envelope: our own
  * ApiErrors, schema validation (naming the field), Fastify's own client
- * errors (bad JSON, body too large, wrong content type), unknown routes, and
+ * errors (bad JSON, body too large, wrong content type), unknown routes (404;
+ * 405 with `Allow` for a known path and a method it does not take), and
  * anything unexpected as a 500 that is logged but never described to the caller.
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
@@ -24,6 +25,14 @@ function validationMessage(error: FastifyError): string {
   return `${name} ${first.message ?? 'is invalid'}`
 }
 
+const METHODS = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT'] as const
+
+/** The methods the request's path takes; none when the path itself is unknown (404, not 405: RFC 9110 §15.5.6 asks for Allow). */
+function allowedMethods(app: FastifyInstance, request: FastifyRequest): string[] {
+  const path = request.url.split('?', 1)[0] ?? ''
+  return METHODS.filter((method) => method !== request.method && app.findRoute({ method, url: path }) !== null)
+}
+
 export function sendError(reply: FastifyReply, status: number, message: string): FastifyReply {
   return reply.code(status).type('application/json; charset=utf-8').send(errorEnvelope(message))
 }
@@ -38,7 +47,11 @@ export const errorEnvelopePlugin = fp(
       request.log.error({ err: error }, 'unhandled error')
       return sendError(reply, 500, errorCatalog.internal.message)
     })
-    app.setNotFoundHandler((_request, reply) => sendError(reply, 404, errorCatalog.notFound.message))
+    app.setNotFoundHandler((request, reply) => {
+      const allowed = allowedMethods(app, request)
+      if (allowed.length === 0) return sendError(reply, 404, errorCatalog.notFound.message)
+      return sendError(reply.header('allow', allowed.join(', ')), 405, errorCatalog.methodNotAllowed.message)
+    })
   },
   { name: 'error-envelope', fastify: '5.x' },
 )

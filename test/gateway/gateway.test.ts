@@ -229,7 +229,9 @@ t.test('order: path (400) before key (401) before route (404) before scope (403)
   expectEnvelope(t, await client.request('/v1/agencyx', { headers: bearer(agencyKey.key) }), 404, errorCatalog.notFound.message)
   expectEnvelope(t, await client.request('/V1/AGENTS', { headers: bearer(subKey.key) }), 404, errorCatalog.notFound.message)
   expectEnvelope(t, await client.request('/v1/agency', { headers: bearer(subKey.key) }), 403, SCOPE_MESSAGES)
-  expectEnvelope(t, await client.request('/v1/agents', { method: 'TRACE' as 'GET', headers: bearer(subKey.key) }), 405, errorCatalog.methodNotAllowed.message)
+  const trace = await client.request('/v1/agents', { method: 'TRACE' as 'GET', headers: bearer(subKey.key) })
+  expectEnvelope(t, trace, 405, errorCatalog.methodNotAllowed.message)
+  t.equal(trace.headers['allow'], 'DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT', 'a 405 names the methods the gateway forwards')
 })
 
 t.test('hostile paths are refused with 400 and never forwarded', async (t) => {

@@ -186,20 +186,27 @@ t.test('lists: limit, cursor, and the page with nextCursor', async (t) => {
       { in: 'query', schema: { type: 'string' } },
     )
     const ok = operation.responses['200']!
-    const schema = ((ok['content'] as Record<string, Json>)['application/json']!['schema'] ?? {}) as Json
+    const page = ((ok['content'] as Record<string, Json>)['application/json']!['schema'] ?? {}) as Json
+    const schema = resolve(String(page['$ref'])) as Json
     t.match(schema, {
-      properties: { data: { type: 'array' }, pagination: { properties: { nextCursor: { type: ['string', 'null'] }, hasMore: { type: 'boolean' } } } },
+      properties: { data: { type: 'array' }, pagination: { $ref: '#/components/schemas/Pagination' } },
       required: ['success', 'data', 'pagination'],
     })
+    t.match(resolve('#/components/schemas/Pagination'), { properties: { nextCursor: { type: ['string', 'null'] }, hasMore: { type: 'boolean' } } })
     t.match(ok['links'], { nextPage: { operationId: operation.operationId, parameters: { cursor: '$response.body#/pagination/nextCursor' } } })
   }
 })
 
 t.test('nothing for callers without a key to see', async (t) => {
   const text = committed.toLowerCase()
-  for (const secret of ['x-tenant', 'console', '/healthz', '/readyz', 'signature', '127.0.0.1', 'localhost', 'http://', 'servers']) {
+  for (const secret of ['x-tenant', 'console', '/healthz', '/readyz', 'signature', '127.0.0.1', 'localhost', 'http://']) {
     t.notOk(text.includes(secret), `no ${JSON.stringify(secret)}`)
   }
+  t.same(
+    document['servers'],
+    [{ url: '/', description: 'The gateway that serves this document.' }],
+    'the one server is relative: wherever the document is served',
+  )
   for (const file of ['deploy/routes.yaml', 'deploy/routes.compose.yaml', 'deploy/kubernetes/routes.yaml']) {
     const map = parseRouteMap(readFileSync(join(projectRoot, file), 'utf8'), file)
     for (const route of map.routes) t.notOk(text.includes(new URL(route.upstream).host.toLowerCase()), `${file}: no upstream ${route.upstream}`)
@@ -211,7 +218,7 @@ t.test('the merge refuses what does not fit the route map', async (t) => {
     'routes:\n  - { prefix: /v1/agents, scope: AGENCY, upstream: "http://127.0.0.1:1", audience: resource-service }\n  - { prefix: /v1/nothing, scope: AGENCY, upstream: "http://127.0.0.1:1" }\n',
     'test',
   )
-  const { document: merged, problems } = mergeApiDocument(narrow, services, '0')
+  const { document: merged, problems } = mergeApiDocument(narrow, services, { version: '0', license: 'MIT' })
   t.ok(
     problems.some((problem) => /^GET \/v1\/agents: the route map gives scope AGENCY, resource-service requires SUB-ACCOUNT/.test(problem)),
     'a scope the service does not require',
@@ -238,4 +245,83 @@ t.test('operation names', async (t) => {
     ['post', '/v1/agency/sub-accounts/{id}/keys/{keyId}/roll', 'rollAgencySubAccountKey', 'Roll a key'],
   ]
   for (const [method, path, operationId, summary] of cases) t.same(operationNames(method, path), { operationId, summary }, `${method} ${path}`)
+})
+
+t.test('a client names its types: the items, their pages and the request bodies are component schemas', async (t) => {
+  const schemas = document.components['schemas'] as Record<string, Json>
+  for (const name of ['Agency', 'SubAccount', 'KeyItem', 'CreatedKeyItem', 'AuditEvent', 'Agent', 'Contact', 'Call', 'Pagination']) t.ok(schemas[name], name)
+  for (const name of ['SubAccount', 'KeyItem', 'AuditEvent', 'Agent', 'Contact', 'Call']) {
+    t.match(schemas[`${name}Page`], {
+      properties: { data: { items: { $ref: `#/components/schemas/${name}` } }, pagination: { $ref: '#/components/schemas/Pagination' } },
+    })
+  }
+  const json = (operation: Operation | undefined, status: string): Json | undefined =>
+    ((operation?.responses[status]?.['content'] as Record<string, Json> | undefined)?.['application/json']?.['schema'] as Json | undefined) ?? undefined
+  t.same(json(document.paths['/v1/agents']?.['get'], '200'), { $ref: '#/components/schemas/AgentPage' })
+  t.match(json(document.paths['/v1/agents/{id}']?.['get'], '200'), { properties: { data: { $ref: '#/components/schemas/Agent' } } })
+  t.match(json(document.paths['/v1/agency/sub-accounts/{id}/keys']?.['post'], '201'), { properties: { data: { $ref: '#/components/schemas/CreatedKeyItem' } } })
+  t.match(schemas['CreatedKeyItem'], { required: ['id', 'name', 'scope', 'status'], properties: { key: { type: 'string' } } })
+  const body = (path: string, method: string): Json | undefined => document.paths[path]?.[method]?.requestBody
+  t.match(body('/v1/agents', 'post'), { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/AgentCreate' } } } })
+  t.match(body('/v1/agents/{id}', 'patch'), { content: { 'application/json': { schema: { $ref: '#/components/schemas/AgentUpdate' } } } })
+  t.match(body('/v1/agency/sub-accounts/{id}/keys/{keyId}/roll', 'post'), {
+    required: false,
+    content: { 'application/json': { schema: { $ref: '#/components/schemas/KeyRoll' } } },
+  })
+  t.match(body('/v1/agency/sub-accounts/{id}/keys/{keyId}/revoke', 'post'), { required: false })
+  for (const { method, path, operation } of operations(document)) {
+    if (operation.requestBody === undefined) continue
+    const required = !path.endsWith('/roll') && !path.endsWith('/revoke')
+    t.equal(operation.requestBody['required'], required, `${method.toUpperCase()} ${path}: a body ${required ? 'is required' : 'may be left out'}`)
+  }
+})
+
+t.test('request bodies say what the gateway does with tenant fields: removed and ignored, never refused', async (t) => {
+  const schemas = document.components['schemas'] as Record<string, Json>
+  for (const name of ['AgentCreate', 'AgentUpdate', 'SubAccountCreate', 'KeyCreate', 'KeyUpdate', 'KeyRoll', 'KeyRevoke']) {
+    const schema = schemas[name]!
+    t.equal(schema['additionalProperties'], false, `${name}: other unknown fields are refused (400)`)
+    t.match(
+      schema['properties'],
+      { agency_id: { deprecated: true, description: /Ignored/ }, sub_account_id: { deprecated: true, description: /Ignored/ } },
+      name,
+    )
+  }
+})
+
+t.test('the response headers: x-request-id on every answer, Retry-After on every 429 and 503, RateLimit after the limits', async (t) => {
+  const headers = document.components['headers'] as Record<string, Json>
+  t.match(headers['X-Request-Id'], { required: true })
+  t.match(headers['Retry-After'], { required: true, schema: { type: 'integer', minimum: 0 } })
+  t.match(headers['RateLimit'], { schema: { type: 'string' } })
+  t.match(headers['RateLimit-Policy'], { schema: { type: 'string' } })
+  for (const { operation } of operations(document)) {
+    for (const status of Object.keys(operation.responses)) {
+      const declared = (response(operation, status)?.['headers'] ?? {}) as Record<string, Json>
+      t.same(declared['x-request-id'], { $ref: '#/components/headers/X-Request-Id' }, `${operation.operationId} ${status}: x-request-id`)
+      if (status === '429' || status === '503')
+        t.same(declared['Retry-After'], { $ref: '#/components/headers/Retry-After' }, `${operation.operationId} ${status}: Retry-After`)
+      if (/^2/.test(status)) t.ok(declared['RateLimit'] && declared['RateLimit-Policy'], `${operation.operationId} ${status}: RateLimit`)
+    }
+  }
+})
+
+t.test('the audit trail: newest first, its filters described with their formats', async (t) => {
+  const operation = document.paths['/v1/agency/audit-events']?.['get']
+  const parameters = (operation?.parameters ?? []) as Json[]
+  const byName = (name: string): Json | undefined => parameters.find((parameter) => parameter['name'] === name)
+  t.match(byName('keyId'), { description: /key/, schema: { format: 'uuid' } })
+  t.match(byName('subAccountId'), { description: /sub-account/, schema: { format: 'uuid' } })
+  t.match(byName('since'), { description: /inclusive/, schema: { format: 'date-time' } })
+  t.match(byName('until'), { description: /exclusive/, schema: { format: 'date-time' } })
+  t.match(byName('type'), { description: /type/ })
+  t.match(operation?.responses['200']?.['description'], /newest first/)
+  t.match(String(document.info['description']), /audit trail.*newest first/)
+})
+
+t.test("the license is the project's", async (t) => {
+  const project = JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { license: string }
+  t.equal(project.license, 'MIT')
+  t.same(document.info['license'], { name: 'MIT', identifier: 'MIT' })
+  t.match(readFileSync(join(projectRoot, 'LICENSE'), 'utf8'), /^MIT License/)
 })

@@ -17,7 +17,7 @@
  * agency-level credential.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { idSchema, itemResponse, noContentResponse, pageResponse, timestampSchema } from '@scoped/shared/api-document'
+import { idSchema, itemResponse, noContentResponse, OPTIONAL_BODY, pageResponse, timestampSchema } from '@scoped/shared/api-document'
 import { NO_QUERY_SCHEMA } from '@scoped/shared/backend-server'
 import type { Pool } from '@scoped/shared/db'
 import { ApiError } from '@scoped/shared/errors'
@@ -212,6 +212,7 @@ function rollRoute(app: FastifyInstance, { keys, path, ownerOf, keyIdOf, itemOf 
       schema: {
         querystring: NO_QUERY_SCHEMA,
         body: rollSchema,
+        ...OPTIONAL_BODY,
         response: { 201: itemResponse(createdKeySchema, 'The new key; the plaintext is in `key`, this once') },
       },
       preValidation: bodyMayBeAbsent,
@@ -245,7 +246,12 @@ function changeRoutes(app: FastifyInstance, { keys, path, ownerOf, keyIdOf, item
   app.post<KeyParams>(
     `${path}/:keyId/revoke`,
     {
-      schema: { querystring: NO_QUERY_SCHEMA, body: emptySchema, response: { 200: itemResponse(keyItemSchema, 'The key, revoked') } },
+      schema: {
+        querystring: NO_QUERY_SCHEMA,
+        body: emptySchema,
+        ...OPTIONAL_BODY,
+        response: { 200: itemResponse(keyItemSchema, 'The key, revoked') },
+      },
       preValidation: bodyMayBeAbsent,
     },
     async (request) => {
