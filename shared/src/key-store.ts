@@ -182,37 +182,38 @@ export async function readRecentInvalidations(pool: Pool, recentSeconds: number)
  * since. Changes are exactly the rows visible now and not in `applied`.
  */
 export async function pollInvalidations(pool: Pool, replicaId: string, applied: string, liveMs: number): Promise<LogPoll> {
+  // The heartbeat is a function of the owner's (migration 013): Postgres stamps seen_at, never the caller.
   const { rows } = await pool.query<{ snapshot: string; changes: ChangeRow[] | null; live: number }>(
-    `WITH beat AS (
-       INSERT INTO gateway_replicas (replica_id, seen_at, applied_snapshot) VALUES ($1, now(), $2::pg_snapshot)
-       ON CONFLICT (replica_id) DO UPDATE SET seen_at = excluded.seen_at, applied_snapshot = excluded.applied_snapshot
-     )
-     SELECT pg_current_snapshot()::text AS snapshot,
+    `SELECT pg_current_snapshot()::text AS snapshot,
             (SELECT json_agg(json_build_array(key_hash, state) ORDER BY id) FROM key_invalidations
               WHERE xid >= pg_snapshot_xmin($2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot)) AS changes,
-            (SELECT count(*)::int FROM gateway_replicas WHERE seen_at > now() - $3 * interval '1 millisecond') AS live`,
+            beat.live
+       FROM gateway_replica_heartbeat($1, $2::pg_snapshot, $3) AS beat(live)`,
     [replicaId, applied, liveMs],
   )
   const row = rows[0]!
-  // The count was taken before this statement's own heartbeat: count this replica in.
   return { snapshot: row.snapshot, changes: toChanges(row.changes), live: Math.max(1, row.live) }
 }
 
 /** A replica that stops cleanly leaves the registry, so no revoker waits for it. */
 export async function leaveRegistry(pool: Pool, replicaId: string): Promise<void> {
-  await pool.query(`DELETE FROM gateway_replicas WHERE replica_id = $1`, [replicaId])
+  await pool.query(`SELECT gateway_replica_leave($1)`, [replicaId])
 }
 
 /**
  * Replicas seen within `liveMs` that have not yet applied transaction `xid`.
  * A replica not seen for that long has stopped trusting its caches (it does
  * so `staleAfterMs` < liveMs after its last successful poll), so it is no
- * longer waited for.
+ * longer waited for. A row stamped ahead of the database's clock is not live
+ * either: Postgres stamps every heartbeat (migration 013), so such a row is
+ * no heartbeat, and waiting for it would hold every change to its deadline.
+ * clock_timestamp(), read after this statement's snapshot, is past every
+ * heartbeat the snapshot can see.
  */
 export async function replicasBehind(pool: Pool, xid: string, liveMs: number): Promise<string[]> {
   const { rows } = await pool.query<{ replica_id: string }>(
     `SELECT replica_id FROM gateway_replicas
-      WHERE seen_at > now() - $2 * interval '1 millisecond'
+      WHERE seen_at > now() - $2 * interval '1 millisecond' AND seen_at <= clock_timestamp()
         AND NOT pg_visible_in_snapshot($1::xid8, applied_snapshot)`,
     [xid, liveMs],
   )

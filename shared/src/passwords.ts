@@ -103,6 +103,21 @@ export async function hashPassword(password: string, cost: ScryptCost = PASSWORD
   return ['scrypt', cost.N, cost.r, cost.p, salt.toString('base64'), hash.toString('base64')].join('$')
 }
 
+/**
+ * A stored hash at today's cost that no password matches (random bytes where the hash would be): verifying against it
+ * costs exactly what verifying a real one does, for a sign-in whose email is unknown.
+ */
+export function unmatchableHash(): string {
+  return [
+    'scrypt',
+    PASSWORD_COST.N,
+    PASSWORD_COST.r,
+    PASSWORD_COST.p,
+    randomBytes(SALT_LENGTH).toString('base64'),
+    randomBytes(KEY_LENGTH).toString('base64'),
+  ].join('$')
+}
+
 /** Whether `password` matches the stored hash (false for a malformed one); costs one scrypt at the stored parameters. */
 export async function verifyPassword(password: string, stored: string): Promise<boolean> {
   const parsed = parseStored(stored)

@@ -16,7 +16,7 @@ import { createPool } from '@scoped/shared/db'
 import type { Pool } from '@scoped/shared/db'
 import { KeyRevocationNotifier } from '@scoped/shared/key-invalidation'
 import { hashKey } from '@scoped/shared/keys'
-import { lookupKeyByHash, pollInvalidations, readRecentInvalidations, recordLastUse } from '@scoped/shared/key-store'
+import { leaveRegistry, lookupKeyByHash, pollInvalidations, readRecentInvalidations, recordLastUse } from '@scoped/shared/key-store'
 import { migrate, migrateOrWait, NotSchemaOwnerError } from '@scoped/shared/migrate'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
 import { TenantStore } from '@scoped/agency-service/tenants'
@@ -55,7 +55,7 @@ const EXPECTED: Record<string, Record<ServiceGroupRole, string>> = {
   console_sign_in_failures: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIUD' },
   console_key_reveals: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIUD' },
   key_invalidations: { scoped_gateway: 'S', scoped_resource: '', scoped_agency: '' },
-  gateway_replicas: { scoped_gateway: 'SIUD', scoped_resource: '', scoped_agency: 'S' },
+  gateway_replicas: { scoped_gateway: 'S', scoped_resource: '', scoped_agency: 'S' },
   schema_migrations: { scoped_gateway: '', scoped_resource: 'S', scoped_agency: 'S' },
 }
 const ROLES: ServiceGroupRole[] = ['scoped_gateway', 'scoped_resource', 'scoped_agency']
@@ -144,7 +144,7 @@ t.test('every table has decided grants, and each role has exactly those', async 
 })
 
 t.test('the gateway: reads keys, writes last use and its registry row, nothing else', async (t) => {
-  const { db, gateway } = await logins(t)
+  const { db, gateway, agency } = await logins(t)
   const { keyId, key } = await seed(db.pool)
 
   t.match(await lookupKeyByHash(gateway, hashKey(key)), { status: 'active' }, 'looks a key up')
@@ -153,7 +153,25 @@ t.test('the gateway: reads keys, writes last use and its registry row, nothing e
   t.equal(used.rows[0].ip, '203.0.113.9', 'records last use')
   const start = await readRecentInvalidations(gateway, 60)
   await pollInvalidations(gateway, 'replica-under-test', start.snapshot, 1500)
-  t.equal((await db.pool.query(`SELECT 1 FROM gateway_replicas WHERE replica_id = 'replica-under-test'`)).rowCount, 1, 'keeps its registry row')
+  const beat = await db.pool.query<{ stamped: boolean }>(
+    `SELECT seen_at BETWEEN now() - interval '1 minute' AND clock_timestamp() AS stamped FROM gateway_replicas WHERE replica_id = 'replica-under-test'`,
+  )
+  t.same(beat.rows, [{ stamped: true }], 'keeps its registry row, stamped by the database')
+  const future = `'2099-01-01T00:00:00Z'`
+  t.equal(
+    await outcome(gateway, `INSERT INTO gateway_replicas (replica_id, seen_at, applied_snapshot) VALUES ('forged', ${future}, $1)`, [start.snapshot]),
+    DENIED,
+    'cannot register a replica of its choosing',
+  )
+  t.equal(await outcome(gateway, `UPDATE gateway_replicas SET seen_at = ${future}`), DENIED, 'cannot choose when it was seen')
+  t.equal(await outcome(gateway, `DELETE FROM gateway_replicas`), DENIED, 'cannot remove other replicas')
+  t.equal(
+    await outcome(agency, `SELECT gateway_replica_heartbeat('agency', $1::pg_snapshot, 1500)`, [start.snapshot]),
+    DENIED,
+    'no other service keeps a heartbeat',
+  )
+  await leaveRegistry(gateway, 'replica-under-test')
+  t.equal((await db.pool.query(`SELECT 1 FROM gateway_replicas WHERE replica_id = 'replica-under-test'`)).rowCount, 0, 'leaves the registry')
 
   t.equal(await outcome(gateway, `SELECT password_hash FROM users`), DENIED, 'cannot read password hashes')
   t.equal(await outcome(gateway, `SELECT id FROM users`), DENIED, 'cannot read users at all')

@@ -17,12 +17,11 @@
  * address); an unknown email has no trail to go to. Sign-out deletes the
  * session row and the cookie.
  */
-import { randomBytes } from 'node:crypto'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Pool } from '@scoped/shared/db'
 import { inTransaction } from '@scoped/shared/db'
 import { errorCatalog } from '@scoped/shared/errors'
-import { hashPassword, MAX_PASSWORD_LENGTH, needsRehash, PasswordHashBusy, verifyPassword } from '@scoped/shared/passwords'
+import { hashPassword, MAX_PASSWORD_LENGTH, needsRehash, PasswordHashBusy, unmatchableHash, verifyPassword } from '@scoped/shared/passwords'
 import { cookieOptions, SESSION_COOKIE, SIGN_IN_COOKIE } from './cookies.js'
 import { checkCsrf, FORM_BODY_LIMIT, formField } from './csrf.js'
 import { CSRF_REFUSED_MESSAGE, sendPage } from './error-page.js'
@@ -101,13 +100,12 @@ export interface SignInOptions {
   deviceSecret: Buffer
 }
 
-let decoy: Promise<string> | undefined
-
-/** Checked against when the email is unknown, so both cases cost one scrypt at today's cost; made once per process, when first needed. */
-function decoyHash(): Promise<string> {
-  decoy ??= hashPassword(randomBytes(24).toString('base64'))
-  return decoy
-}
+/**
+ * Checked against when the email is unknown, so a refusal costs one scrypt at today's cost either way. Made of random
+ * bytes, not by hashing: no password matches it, and it costs no scrypt of its own (a lazily hashed decoy made the first
+ * unknown email of a process cost two).
+ */
+const DECOY_HASH = unmatchableHash()
 
 interface SignInContext extends SignInOptions {
   throttle: SignInThrottle
@@ -199,8 +197,7 @@ async function checkPassword(
     const { rows } = await pool.query<SignInUser>(`SELECT id, email, password_hash, disabled_at IS NOT NULL AS disabled FROM users WHERE email = $1`, [email])
     const user = rows[0]
     // Checked for a disabled user too: the answer and its cost must not tell a disabled account from a wrong password.
-    const passwordOk =
-      password.length > 0 && password.length <= MAX_PASSWORD_LENGTH && (await verifyPassword(password, user?.password_hash ?? (await decoyHash())))
+    const passwordOk = password.length > 0 && password.length <= MAX_PASSWORD_LENGTH && (await verifyPassword(password, user?.password_hash ?? DECOY_HASH))
     return { user, passwordOk }
   } catch (error) {
     throttle.abandoned(attempt)

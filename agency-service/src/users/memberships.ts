@@ -10,6 +10,10 @@
  * - a sub-account membership: the event names the sub-account and carries the
  *   user's role in its agency (null when they have none).
  *
+ * An agency keeps at least one owner: the database refuses a removal that
+ * would leave it without one (migration 014), also when two owners remove
+ * each other at the same moment, and the removal answers 409.
+ *
  * The user keeps their account and their other memberships; their sessions
  * stay, and every page they open is judged on what they still belong to.
  */
@@ -27,10 +31,19 @@ import { UserService } from './user-service.js'
 /** Which membership: of an agency (and with it its sub-accounts'), or of one sub-account. */
 export type MembershipTarget = { agencyId: string } | { subAccountId: string }
 
+/** The database's refusal to leave an agency without an owner (migration 014), whichever removal came second. */
+function keepsAnOwner(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && 'constraint' in error && error.constraint === 'agency_keeps_an_owner'
+}
+
 async function removeAgencyMembership(client: PoolClient, user: UserRef, agencyId: string, actor: ActorInput): Promise<void> {
   const agency = await client.query(`SELECT 1 FROM agencies WHERE id = $1`, [agencyId])
   if (agency.rowCount === 0) throw new ApiError('agencyNotFound')
-  const removed = await client.query<{ role: Role }>(`DELETE FROM agency_memberships WHERE user_id = $1 AND agency_id = $2 RETURNING role`, [user.id, agencyId])
+  const removed = await client
+    .query<{ role: Role }>(`DELETE FROM agency_memberships WHERE user_id = $1 AND agency_id = $2 RETURNING role`, [user.id, agencyId])
+    .catch((error: unknown) => {
+      throw keepsAnOwner(error) ? new ApiError('conflict', `${user.email} is the last owner of this agency: an agency keeps at least one owner`) : error
+    })
   const role = removed.rows[0]?.role
   if (role === undefined) throw new ApiError('membershipNotFound', `${user.email} is not a member of this agency`)
   const subAccounts = await client.query<{ sub_account_id: string }>(
