@@ -95,9 +95,9 @@ function requestPath(
   isDraining: () => boolean,
 ): { gate: GateOptions; forwarder: ForwarderOptions } {
   const { routes, trustedProxies, audienceSecrets, bodyLimit } = config
-  const { verifier, lastUse, throttle, limiter } = keys
+  const { verifier, lastUse, throttle, limiter, issuedKeys } = keys
   return {
-    gate: { routes, verifier, lastUse, throttle, limiter, trustedProxies, metrics, log, isDraining },
+    gate: { routes, verifier, lastUse, throttle, limiter, trustedProxies, metrics, log, isDraining, issuedKeys },
     forwarder: { upstreams, audienceSecrets, verifier, bodyLimit, bodyTimeoutMs: config.deadlines.body, metrics, log, isDraining },
   }
 }
@@ -119,10 +119,13 @@ export async function buildGateway(deps: GatewayDeps): Promise<Gateway> {
     ...requestPath(config, keys, upstreams, metrics, log, isDraining),
   })
   const plain = createPlainHttpServer(log, metrics, config.deadlines)
-  // Ready: Postgres answers and this replica is current with the invalidation log (Redis only speeds revocation up).
+  // Ready: Postgres answers, this replica is current with the invalidation log (Redis only speeds revocation up)
+  // and has loaded its issued-key filter.
   const readiness = async (): Promise<Record<string, boolean>> => ({
     postgres: await postgresReachable(pool),
     invalidationLog: keys.follower.current,
+    // Every issued key's hash is in memory: until then keys outside it cost a lookup each.
+    issuedKeys: keys.issued.loaded,
     routes: config.routes.routes.length > 0,
     accepting: !draining,
   })

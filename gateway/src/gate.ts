@@ -7,10 +7,12 @@
  *   2. the documents (/openapi.json, /docs: documents.ts) and console routes
  *      (`auth: session`, outside /v1) pass without a key;
  *   3. the key (401): extracted, looked up in memory by its hash, its
- *      checksum checked when it is not there, then verified through the
- *      stores; a client over its failed-authentication allowance gets 429
- *      instead of a store lookup, while a key already verified in memory
- *      keeps working; then the key's
+ *      checksum checked when it is not there, then asked of the issued-key
+ *      filter: a key ever issued is verified through the stores and never
+ *      throttled; a key never issued is answered 401 from memory, or 429
+ *      when its client is over its failed-authentication allowance; a key the
+ *      filter cannot vouch for (not loaded, not current) is looked up under
+ *      the unknown-key budget (issued-keys/); then the key's
  *      own limits, on every request: expired (401 as revoked), used from an
  *      address outside its allowlist (403) (key-policy.ts);
  *   4. the route (404): only now, so a caller without a valid key learns
@@ -33,6 +35,7 @@ import type { TrustedProxies } from './client-address.js'
 import { ClientAddresses } from './client-address.js'
 import { MAX_REQUEST_TARGET } from './config.js'
 import { isDocumentRequest } from './documents.js'
+import type { IssuedKeyCheck } from './issued-keys/issued-key-gate.js'
 import type { KeyPolicyRefusal } from './key-policy.js'
 import { keyPolicyRefusal } from './key-policy.js'
 import type { Verification, Verifier } from './key-verifier.js'
@@ -93,6 +96,8 @@ export interface GateOptions {
   log: Logger
   isDraining: () => boolean
   limiter: RateLimiter
+  /** Whether a key outside the cache was ever issued (the filter), and the budget for those it cannot vouch for. */
+  issuedKeys: IssuedKeyCheck
 }
 
 /** 2: the documents (their own GET and HEAD routes) and console routes need no key; undefined when the request does. */
@@ -106,6 +111,15 @@ function passWithoutKey(
   if (isDocumentRequest(request, target.path)) return new DocumentDecision(client, target)
   if (route !== undefined && route.auth === 'session') return new SessionDecision(client, target, route)
   return undefined
+}
+
+/** A key on its way to the stores, with what its decision needs. */
+interface PendingKey {
+  client: string
+  target: RequestTarget
+  route: Route | undefined
+  hash: string
+  generation: number
 }
 
 class Gate {
@@ -146,10 +160,25 @@ class Gate {
     // Only keys that passed this check ever reach a store, so none that fails it is in memory (found or
     // not found): checking it after the lookup refuses exactly the same keys, without a CRC per request.
     if (!hasValidChecksum(key.key)) return this.refuseEarly(request, reply, 'malformed', client, target)
-    // Only a request that needs a store lookup is throttled: keys verified in memory keep working.
+    // An issued key is never throttled, whatever its client sent before: only keys never issued are.
+    const verdict = this.options.issuedKeys.verdict(hash)
+    if (verdict === 'issued') return this.lookUp(request, reply, done, { client, target, route, hash, generation }, undefined)
     const throttled = this.options.throttle.check(client)
     if (throttled.blocked) return this.refuseThrottled(request, reply, client, target, throttled.retryAfterSeconds)
-    this.options.verifier.verify(hash, client).then(
+    if (verdict === 'never-issued') {
+      this.options.issuedKeys.refusedFromMemory()
+      return this.refuseEarly(request, reply, 'unknown', client, target)
+    }
+    const release = this.options.issuedKeys.takeLookup(client)
+    if (release === undefined) return this.refuseEarly(request, reply, 'unavailable', client, target)
+    this.lookUp(request, reply, done, { client, target, route, hash, generation }, release)
+  }
+
+  /** 3, past the in-process cache: the stores; `client` named only for a key the filter could not vouch for. */
+  private lookUp(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, key: PendingKey, release: (() => void) | undefined): void {
+    const { client, target, route, hash, generation } = key
+    const lookup = release === undefined ? this.options.verifier.verify(hash) : this.options.verifier.verify(hash, client).finally(release)
+    lookup.then(
       (state) => this.afterKey(request, reply, done, this.decide(client, target, route, hash, generation, state)),
       (error: unknown) => {
         this.options.log.error({ err: error }, 'key verification failed')

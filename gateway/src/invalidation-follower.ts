@@ -35,14 +35,22 @@ export interface FollowerDeps {
   now?: () => number
   intervalMs?: number
   staleAfterMs?: number
+  /** The issued-key filter, told of every key the log names. */
+  known?: KnownKeys
 }
 
 /** A poll slower than this failed: it could not make the cache current for long anyway. */
 const POLL_TIMEOUT_MS = 1_500
 
-/** Applies invalidations, from the log or from Redis messages, to the cache. */
-export function applyInvalidations(cache: KeyCache, keys: readonly KeyInvalidation[], now: number): void {
+/** What learns of every key an invalidation names, created or not: the issued-key filter. */
+export interface KnownKeys {
+  add(hash: string): void
+}
+
+/** Applies invalidations, from the log or from Redis messages, to the cache (and every key named to the issued-key filter). */
+export function applyInvalidations(cache: KeyCache, keys: readonly KeyInvalidation[], now: number, known?: KnownKeys): void {
   for (const key of keys) {
+    known?.add(key.hash)
     if (isTerminal(key.state)) cache.end(key.hash, key.state, now)
     else cache.forget(key.hash)
   }
@@ -67,6 +75,11 @@ export class InvalidationFollower {
     this.now = deps.now ?? (() => performance.now())
     this.intervalMs = deps.intervalMs ?? POLL_INTERVAL_MS
     this.staleAfterMs = deps.staleAfterMs ?? STALE_AFTER_MS
+  }
+
+  /** Whether the first read of the log has taken its snapshot: whatever commits later reaches this replica through the log. */
+  get following(): boolean {
+    return this.applied !== undefined
   }
 
   /** Whether this replica is current with the log now. */
@@ -118,7 +131,7 @@ export class InvalidationFollower {
     metrics.countLogPoll(true)
     if (this.failing) log.info('invalidation log reachable again')
     this.failing = false
-    applyInvalidations(cache, poll.changes, this.now())
+    applyInvalidations(cache, poll.changes, this.now(), this.deps.known)
     metrics.countInvalidations('postgres', poll.changes.length)
     this.applied = poll.snapshot
     this.lastSuccessAt = sentAt

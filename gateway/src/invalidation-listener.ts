@@ -13,6 +13,7 @@ import { acknowledgeInvalidation } from '@scoped/shared/key-invalidation'
 import type { KeyStateCodec } from '@scoped/shared/key-state'
 import { redisNames } from '@scoped/shared/key-state'
 import type { Logger } from '@scoped/shared/logger'
+import type { KnownKeys } from './invalidation-follower.js'
 import { applyInvalidations } from './invalidation-follower.js'
 import type { KeyCache } from './key-cache.js'
 import type { GatewayMetrics } from './metrics.js'
@@ -27,6 +28,8 @@ export interface InvalidationListenerDeps {
   log: Logger
   metrics: GatewayMetrics
   now?: () => number
+  /** The issued-key filter, told of every key a message names before the message is acknowledged. */
+  known?: KnownKeys
 }
 
 export class InvalidationListener {
@@ -103,7 +106,7 @@ export class InvalidationListener {
       log.warn('ignored a key invalidation message that failed its check (forged or malformed)')
       return
     }
-    applyInvalidations(cache, message.keys, this.now())
+    applyInvalidations(cache, message.keys, this.now(), this.deps.known)
     metrics.countInvalidations('redis', message.keys.length)
     acknowledgeInvalidation(commands, prefix, codec, message.id, replicaId).catch((error: unknown) => {
       log.warn({ err: error }, 'could not acknowledge a key invalidation; the revoker confirms through Postgres')

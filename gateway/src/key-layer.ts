@@ -16,6 +16,10 @@ import { connectRedis } from '@scoped/shared/redis'
 import { AuthFailureThrottle } from './rate-limit/auth-failure-throttle.js'
 import type { GatewayConfig } from './config.js'
 import { InvalidationFollower } from './invalidation-follower.js'
+import { IssuedKeyGate } from './issued-keys/issued-key-gate.js'
+import { IssuedKeyCounts, registerIssuedKeyMetrics } from './issued-keys/issued-key-metrics.js'
+import { IssuedKeys } from './issued-keys/issued-keys.js'
+import { UnknownKeyBudget } from './issued-keys/unknown-key-budget.js'
 import { InvalidationListener } from './invalidation-listener.js'
 import { KeyCache } from './key-cache.js'
 import { KeyVerifier } from './key-verifier.js'
@@ -38,6 +42,10 @@ export interface KeyLayer {
   lastUse: LastUseRecorder
   throttle: AuthFailureThrottle
   limiter: RateLimiter
+  /** Every issued key's hash (issued-keys/), loaded at start. */
+  issued: IssuedKeys
+  /** What the gate asks of the filter, with the unknown-key budget. */
+  issuedKeys: IssuedKeyGate
   start(): Promise<void>
   stop(): Promise<void>
 }
@@ -88,11 +96,17 @@ export function createKeyLayer(
   const cache = new KeyCache()
   const codec = new KeyStateCodec(config.keyCacheSecret)
   const prefix = config.redis?.keyPrefix ?? ''
-  const follower = new InvalidationFollower({ pool, cache, replicaId, log, metrics })
+  const issued: IssuedKeys = new IssuedKeys({ pool, log, current: () => cache.isCurrent(performance.now()), following: (): boolean => follower.following })
+  const budget = new UnknownKeyBudget()
+  const counts = new IssuedKeyCounts()
+  registerIssuedKeyMetrics(metrics.registry, issued, budget, counts)
+  const follower: InvalidationFollower = new InvalidationFollower({ pool, cache, replicaId, log, metrics, known: issued })
   metrics.logAge(() => Math.max(0, (performance.now() - follower.lastSuccessAt) / 1000))
   metrics.cacheSizes(() => cache.size())
   const listener =
-    redis === null ? null : new InvalidationListener({ subscriber: redis.subscriber, commands: redis.commands, prefix, codec, cache, replicaId, log, metrics })
+    redis === null
+      ? null
+      : new InvalidationListener({ subscriber: redis.subscriber, commands: redis.commands, prefix, codec, cache, replicaId, log, metrics, known: issued })
   const shared = redis === null ? null : new RedisKeyCache(redis.commands, prefix, codec, (error) => log.debug({ err: error }, 'redis key cache write failed'))
   const verifier = new KeyVerifier({ store: { lookup: (hash) => lookupKeyByHash(pool, hash) }, shared, cache, metrics, log })
   const lastUse = new LastUseRecorder(pool, log)
@@ -116,6 +130,8 @@ export function createKeyLayer(
     lastUse,
     throttle,
     limiter,
+    issued,
+    issuedKeys: new IssuedKeyGate(issued, budget, counts),
     async start() {
       await waitForKeySchema(pool, log)
       if (redis !== null) {
@@ -126,11 +142,14 @@ export function createKeyLayer(
       }
       await follower.start()
       if (!follower.current) log.warn('invalidation log unreachable at start; keys are checked against Postgres (or answer 503) until it is back')
+      // After the follower's first snapshot, so that the load and the log between them miss no key.
+      await issued.start()
       lastUse.start()
     },
     async stop() {
       await limiter.close()
       await lastUse.stop()
+      await issued.stop()
       await follower.stop()
       await listener?.stop()
       redis?.commands.disconnect()

@@ -11,6 +11,7 @@
  * `unavailable` (503), never "the key is invalid" and never a pass.
  */
 import { withDeadline } from '@scoped/shared/deadline'
+import { clientGroup } from '@scoped/shared/ip-address'
 import type { Logger } from '@scoped/shared/logger'
 import type { KeyState } from '@scoped/shared/key-state'
 import type { KeyCache } from './key-cache.js'
@@ -25,7 +26,10 @@ export interface Verifier {
   readonly generation: number
   /** The hot path: a state from the in-process cache, or undefined. */
   cached(hash: string, now: number): KeyState | undefined
-  /** Past the in-process cache: Redis, then Postgres; `unavailable` when they cannot answer, never a pass. */
+  /**
+   * Past the in-process cache: Redis, then Postgres; `unavailable` when they cannot answer, never a pass.
+   * With a client address, the lookup counts against that client's slots; without, it does not.
+   */
   verify(hash: string, client?: string): Promise<Verification>
 }
 
@@ -45,7 +49,7 @@ export interface KeyVerifierDeps {
   now?: () => number
   /** Lookups past the in-process cache allowed in flight at once; beyond it, `unavailable`. */
   maxPendingLookups?: number
-  /** Of those, how many one client address may hold, so that one client's flood of unknown keys cannot take them all. */
+  /** Of those, how many one client (an IPv6 client by its /64) may hold, so that one client's flood of unknown keys cannot take them all. */
   maxPendingPerClient?: number
   /** A store lookup slower than this is `unavailable`. */
   lookupTimeoutMs?: number
@@ -93,9 +97,12 @@ export class KeyVerifier implements Verifier {
    * looks again: a request that arrives after a revoke has returned must not
    * be answered by a lookup that started before it.
    */
-  verify(hash: string, client = ''): Promise<Verification> {
+  verify(hash: string, address?: string): Promise<Verification> {
     // Joining a lookup already in flight costs the stores nothing: only new lookups count against the client.
     if (this.flights.has(hash)) return this.join(hash)
+    // A key the issued-key filter vouches for is looked up without a client: it cannot be part of a flood of guesses.
+    if (address === undefined) return this.join(hash)
+    const client = clientGroup(address)
     const held = this.pendingByClient.get(client) ?? 0
     if (held >= this.maxPerClient) return Promise.resolve(UNAVAILABLE)
     this.pendingByClient.set(client, held + 1)

@@ -71,8 +71,12 @@ export const refusals = {
 } as const satisfies Partial<Record<RequestOutcome, { status: number; message: string }>>
 export type Refusal = keyof typeof refusals
 
-/** Outcomes that count as a failed authentication for the per-client throttle. */
-export const AUTH_FAILURES: ReadonlySet<RequestOutcome> = new Set(['malformed', 'unknown', 'revoked', 'deleted', 'expired'])
+/**
+ * Outcomes that count as a failed authentication for the per-client throttle:
+ * keys that were never issued. A revoked, deleted or expired key is a known
+ * key (a worker still sending it), not a guess, and counts for nothing.
+ */
+export const AUTH_FAILURES: ReadonlySet<RequestOutcome> = new Set(['malformed', 'unknown'])
 
 /** The outcome of a request that ended in an error the gateway did not name (a bad body, say). */
 export function outcomeOfStatus(status: number): RequestOutcome {

@@ -95,7 +95,8 @@ export class InvalidationNotConfirmed extends ApiError {
   }
 }
 
-function describeProblems(report: InvalidationReport): string {
+/** What went wrong with a confirmation, in a sentence's middle. */
+export function describeProblems(report: InvalidationReport): string {
   const parts = [...report.problems]
   if (report.unconfirmed.length > 0) parts.push(`not confirmed by ${report.unconfirmed.length} replica(s): ${report.unconfirmed.slice(0, 5).join(', ')}`)
   return parts.length === 0 ? 'no confirmation' : parts.join('; ')

@@ -51,8 +51,11 @@ const MAX_ENTRY_CIDRS = 64
 /** States a key never leaves: served from any cache without further trust. */
 export type TerminalStatus = 'revoked' | 'deleted'
 
-/** What an invalidation says happened to a key: it ended, or (later features) its record changed. */
-export type InvalidatedState = TerminalStatus | 'changed'
+/**
+ * What an invalidation says happened to a key: it ended, its record changed,
+ * or it was created (every replica adds it to its issued-key filter).
+ */
+export type InvalidatedState = TerminalStatus | 'changed' | 'created'
 
 export interface KeyInvalidation {
   hash: string
@@ -175,7 +178,8 @@ export class KeyStateCodec {
     for (const entry of value['k'] as unknown[]) {
       if (!Array.isArray(entry)) return undefined
       const [hash, state] = entry as unknown[]
-      if (typeof hash !== 'string' || !HASH_PATTERN.test(hash) || (state !== 'revoked' && state !== 'deleted' && state !== 'changed')) return undefined
+      if (typeof hash !== 'string' || !HASH_PATTERN.test(hash) || (state !== 'revoked' && state !== 'deleted' && state !== 'changed' && state !== 'created'))
+        return undefined
       keys.push({ hash, state })
     }
     return { id: value['id'], keys }

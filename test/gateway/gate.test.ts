@@ -19,6 +19,9 @@ import { FORWARDED_METHODS, gatePlugin } from '@scoped/gateway/gate'
 import { GatewayMetrics } from '@scoped/gateway/metrics'
 import type { Refusal } from '@scoped/gateway/outcomes'
 import { refusals } from '@scoped/gateway/outcomes'
+import { IssuedKeyGate } from '@scoped/gateway/issued-keys/issued-key-gate'
+import { IssuedKeyCounts } from '@scoped/gateway/issued-keys/issued-key-metrics'
+import { UnknownKeyBudget } from '@scoped/gateway/issued-keys/unknown-key-budget'
 import { AuthFailureThrottle } from '@scoped/gateway/rate-limit/auth-failure-throttle'
 import { RateLimiter } from '@scoped/gateway/rate-limit/limiter'
 import { MemoryLeaseStore } from '@scoped/gateway/rate-limit/memory-store'
@@ -47,13 +50,17 @@ interface GateHarness {
   /** The decision of every request, in order, once answered. */
   decisions: GateDecision[]
   draining: boolean
+  /** What the issued-key filter says of keys it does not hold: never issued (loaded and current), or unsure. */
+  outsideFilter: 'never-issued' | 'unsure'
+  /** The unknown-key budget the gate takes from for unsure keys. */
+  budget: UnknownKeyBudget
   /** A key the in-process cache holds with this state (no store lookup). */
   inMemory(state: KeyState): PresentedKey
-  /** A key only the stores know (or none, when `state` is undefined). */
+  /** A key only the stores know, in the issued-key filter (or a key never issued, when `state` is undefined). */
   inStores(state?: KeyState | { status: 'unavailable' }): PresentedKey
 }
 
-async function gateHarness(t: Test, options: { trustedProxies?: string } = {}): Promise<GateHarness> {
+async function gateHarness(t: Test, options: { trustedProxies?: string; budget?: UnknownKeyBudget } = {}): Promise<GateHarness> {
   const routes = parseRouteMap(ROUTES, 'routes.yaml')
   const verifier = new FakeVerifier()
   const clock = (): number => 0
@@ -65,6 +72,8 @@ async function gateHarness(t: Test, options: { trustedProxies?: string } = {}): 
     uses: [],
     decisions: [],
     draining: false,
+    outsideFilter: 'never-issued',
+    budget: options.budget ?? new UnknownKeyBudget({ rate: 1_000, burst: 1_000, maxInFlight: 8, maxPerClient: 2 }),
     inMemory(state) {
       const key = newKey()
       verifier.memory.set(key.hash, state)
@@ -88,6 +97,12 @@ async function gateHarness(t: Test, options: { trustedProxies?: string } = {}): 
     log: createLogger('gateway', 'silent'),
     isDraining: () => harness.draining,
     limiter,
+    // The filter holds exactly the keys the stores know: a key in neither was never issued.
+    issuedKeys: new IssuedKeyGate(
+      { verdict: (hash) => (verifier.stores.has(hash) || verifier.memory.has(hash) ? 'issued' : harness.outsideFilter) },
+      harness.budget,
+      new IssuedKeyCounts(),
+    ),
   })
   // A document route, as documents.ts has; and in the forwarder's place, an answer naming what it was handed.
   app.get('/openapi.json', { config: DOCUMENT_ROUTE }, async () => ({ document: true }))
@@ -126,7 +141,8 @@ t.test('every refusal, with its status, message and outcome, and the decision it
     { name: 'no key', outcome: 'missing', kind: 'refused', headers: {} },
     { name: 'two keys', outcome: 'malformed', kind: 'refused', headers: { authorization: `Bearer ${newKey().key}`, 'x-api-key': newKey().key } },
     { name: 'a bad checksum', outcome: 'malformed', kind: 'refused', headers: { 'x-api-key': badChecksum } },
-    { name: 'an unknown key', outcome: 'unknown', kind: 'key-refused', headers: gate.inStores().headers },
+    { name: 'a key never issued (outside the filter)', outcome: 'unknown', kind: 'refused', headers: gate.inStores().headers },
+    { name: 'a false positive of the filter', outcome: 'unknown', kind: 'key-refused', headers: gate.inStores({ status: 'unknown' }).headers },
     { name: 'a revoked key', outcome: 'revoked', kind: 'key-refused', headers: revoked.headers },
     { name: 'a deleted key', outcome: 'deleted', kind: 'key-refused', headers: gate.inStores({ status: 'deleted' }).headers },
     {
@@ -243,21 +259,61 @@ t.test('the client address: the peer, or X-Forwarded-For only from a trusted pro
   t.equal(gate.decisions.at(-1)!.client, '203.0.113.1', 'from anyone else, the peer')
 })
 
-t.test('failed authentications: the client is throttled for lookups; a key in memory and other clients go on', async (t) => {
+t.test('failed authentications: only keys never issued count and are throttled; an issued key never is', async (t) => {
   const gate = await gateHarness(t)
   const attacker = { remoteAddress: '198.51.100.66' }
-  for (let i = 0; i < 3; i++) expectRefusal(t, await gate.app.inject({ url: '/v1/agents', headers: gate.inStores().headers, ...attacker }), 'unknown')
+  const revoked = gate.inStores({ status: 'revoked' })
+  for (let i = 0; i < 5; i++) expectRefusal(t, await gate.app.inject({ url: '/v1/agents', headers: revoked.headers, ...attacker }), 'revoked')
+  const expired = gate.inStores(active(subAccountTenant, { expiresAt: Date.now() - 1 }))
+  for (let i = 0; i < 5; i++) expectRefusal(t, await gate.app.inject({ url: '/v1/agents', headers: expired.headers, ...attacker }), 'expired')
+  const fresh = await gate.app.inject({ url: '/v1/agents', headers: gate.inStores(active(subAccountTenant)).headers, ...attacker })
+  t.equal(fresh.statusCode, 200, 'revoked and expired keys are known keys: they count for nothing')
+
   const lookupsBefore = gate.verifier.lookups.length
-  const throttled = await gate.app.inject({ url: '/v1/agents', headers: gate.inStores(active(subAccountTenant)).headers, ...attacker })
+  for (let i = 0; i < 3; i++) expectRefusal(t, await gate.app.inject({ url: '/v1/agents', headers: gate.inStores().headers, ...attacker }), 'unknown')
+  t.equal(gate.verifier.lookups.length, lookupsBefore, 'a key outside the filter is answered from memory, without a lookup')
+  const throttled = await gate.app.inject({ url: '/v1/agents', headers: gate.inStores().headers, ...attacker })
   expectRefusal(t, throttled, 'throttled')
   t.equal(throttled.headers['ratelimit-policy'], '"failed-auth";q=3;w=60')
   t.match(throttled.headers['ratelimit'], /^"failed-auth";r=0;t=\d+$/)
   t.equal(throttled.headers['retry-after'], (throttled.headers['ratelimit'] as string).split('t=')[1], 'Retry-After is the window left')
-  t.equal(gate.verifier.lookups.length, lookupsBefore, 'a throttled request costs no lookup')
+
+  const issued = await gate.app.inject({ url: '/v1/agents', headers: gate.inStores(active(subAccountTenant)).headers, ...attacker })
+  t.equal(issued.statusCode, 200, 'a throttled client’s issued key, on its first use, is looked up and passes')
   const known = gate.inMemory(active(subAccountTenant))
   t.equal((await gate.app.inject({ url: '/v1/agents', headers: known.headers, ...attacker })).statusCode, 200, 'a key verified in memory keeps working')
-  const bystander = await gate.app.inject({ url: '/v1/agents', headers: gate.inStores(active(subAccountTenant)).headers, remoteAddress: '198.51.100.67' })
-  t.equal(bystander.statusCode, 200, 'another client is not throttled')
+  const bystander = await gate.app.inject({ url: '/v1/agents', headers: gate.inStores().headers, remoteAddress: '198.51.100.67' })
+  expectRefusal(t, bystander, 'unknown')
+})
+
+t.test('an IPv6 client is one client per /64: rotating addresses within it changes nothing', async (t) => {
+  const gate = await gateHarness(t)
+  for (let i = 1; i <= 3; i++) {
+    expectRefusal(
+      t,
+      await gate.app.inject({ url: '/v1/agents', headers: gate.inStores().headers, remoteAddress: `2001:db8:7:7::${i.toString(16)}` }),
+      'unknown',
+    )
+  }
+  const rotated = await gate.app.inject({ url: '/v1/agents', headers: gate.inStores().headers, remoteAddress: '2001:db8:7:7:ffff:1:2:3' })
+  expectRefusal(t, rotated, 'throttled')
+  const neighbour = await gate.app.inject({ url: '/v1/agents', headers: gate.inStores().headers, remoteAddress: '2001:db8:7:8::1' })
+  expectRefusal(t, neighbour, 'unknown')
+})
+
+t.test('a key the filter cannot vouch for is looked up under the unknown-key budget; issued keys never wait behind it', async (t) => {
+  const gate = await gateHarness(t)
+  gate.outsideFilter = 'unsure'
+  const looked = await gate.app.inject({ url: '/v1/agents', headers: gate.inStores().headers, remoteAddress: '198.51.100.70' })
+  expectRefusal(t, looked, 'unknown')
+  t.equal(gate.verifier.lookups.length, 1, 'unsure: looked up')
+  // The budget spent (one lookup, no refill to speak of): 503, since it may be a key created meanwhile; never 401.
+  const spent = await gateHarness(t, { budget: new UnknownKeyBudget({ rate: 0.001, burst: 1, maxInFlight: 8, maxPerClient: 2 }) })
+  spent.outsideFilter = 'unsure'
+  expectRefusal(t, await spent.app.inject({ url: '/v1/agents', headers: spent.inStores().headers, remoteAddress: '198.51.100.71' }), 'unknown')
+  expectRefusal(t, await spent.app.inject({ url: '/v1/agents', headers: spent.inStores().headers, remoteAddress: '198.51.100.72' }), 'unavailable')
+  const issued = await spent.app.inject({ url: '/v1/agents', headers: spent.inStores(active(subAccountTenant)).headers, remoteAddress: '198.51.100.72' })
+  t.equal(issued.statusCode, 200, 'an issued key takes nothing from the spent budget')
 })
 
 t.test("rate limits: the key's bucket, the headers on every answer, 429 past it; a refused request takes no token", async (t) => {

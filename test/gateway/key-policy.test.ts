@@ -28,7 +28,7 @@ t.test('expiry: refused from its instant, like a revoked key', async (t) => {
   t.equal(authorize(agencyRoute, state, now, '10.0.0.1'), 'expired', 'before the scope')
   t.same(refusals.expired, errorCatalog.revokedKey, '401 Invalid or revoked API key')
   t.equal(refusals.expired.message, 'Invalid or revoked API key')
-  t.ok(AUTH_FAILURES.has('expired'), 'a failed authentication for the throttle, like a revoked key')
+  t.notOk(AUTH_FAILURES.has('expired'), 'a known key, like a revoked one: no failed authentication for the throttle')
   t.equal(isExpired(null, now), false)
   t.equal(isExpired(undefined, now), false)
 })

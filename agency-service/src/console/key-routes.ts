@@ -80,7 +80,8 @@ function listRoutes(context: KeyRouteContext): void {
       return refuseCreation(context, request, reply, area, form, error)
     }
     request.log.info({ keyId: created.id, scope: created.scope }, 'console: key created')
-    return context.reveal(request, reply, area, created)
+    if (created.unconfirmed !== undefined) request.log.warn({ keyId: created.id }, created.unconfirmed)
+    return context.reveal(request, reply, area, created, created.unconfirmed !== undefined)
   })
 }
 

@@ -58,6 +58,8 @@ async function createKey(keys: KeyService, { actor, flags }: CommandContext): Pr
     rateLimit: rateLimitOf(flags, false),
     fields: { expiresAt: flags['expires-in'] === undefined ? '--expires-at' : '--expires-in', allowedCidrs: '--allow-cidr', ...RATE_LIMIT_FIELDS },
   })
+  // The key is printed whatever happens: its plaintext exists nowhere else. An unconfirmed creation is said on stderr.
+  if (created.unconfirmed !== undefined) process.stderr.write(`warning: ${created.unconfirmed}\n`)
   const { id, name, scope, key, expiresAt, allowedCidrs, rateLimit } = created
   // Only when asked for: the contract's shape otherwise.
   return { id, name, scope, key, expiresAt, allowedCidrs, ...(rateLimit === null ? {} : { rateLimit }) }

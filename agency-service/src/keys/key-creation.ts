@@ -3,17 +3,20 @@
  * sub-account count toward the limit (key-status.ts), counted under a row
  * lock on the owning tenant, so concurrent creations cannot overshoot. The
  * plaintext is returned once and kept nowhere; only its hash and hint are
- * stored, with the audit event in the same transaction.
+ * stored, with the audit event in the same transaction. Returns once every
+ * gateway replica knows the key (confirmCreated).
  */
 import { inTransaction } from '@scoped/shared/db'
 import type { PoolClient } from '@scoped/shared/db'
 import { ApiError } from '@scoped/shared/errors'
+import { describeProblems, InvalidationNotConfirmed, STALE_AFTER_MS } from '@scoped/shared/key-invalidation'
+import { currentTransactionId } from '@scoped/shared/key-store'
 import { generateKey, hashKey, keyHint } from '@scoped/shared/keys'
 import type { RateLimit } from '@scoped/shared/rate-limit'
 import { requireName } from '@scoped/shared/validation'
 import type { ActorInput } from '../audit/actor.js'
 import { actorText, toActor } from '../audit/actor.js'
-import type { KeyContext } from './key-context.js'
+import type { KeyContext, PendingInvalidation } from './key-context.js'
 import type { KeyFieldNames, RateLimitInput } from './key-input.js'
 import { checkedCidrs, checkedExpiry, checkedRateLimit } from './key-input.js'
 import type { KeyOwner } from './key-owner.js'
@@ -52,14 +55,37 @@ export async function createKey(context: KeyContext, owner: KeyOwner, name: unkn
     rateLimit: checkedRateLimit(options.rateLimit, options.fields),
   }
   const who = toActor(actor)
-  return inTransaction(context.pool, async (client) => {
+  const { result, pending } = await inTransaction(context.pool, async (client) => {
     const agencyId = await lockOwner(client, owner)
     await requireRoomForKey(client, owner)
     const key = generateKey()
     const row = await insertKey(client, owner, agencyId, key, checked, actorText(who))
     await recordKeyEvent(client, row, 'key.created', who)
-    return created(row, key)
+    const pending: PendingInvalidation = { keys: [{ hash: row.key_hash, state: 'created' }], xid: await currentTransactionId(client) }
+    return { result: created(row, key), pending }
   })
+  await confirmCreated(context, pending, result)
+  return result
+}
+
+/**
+ * Waits until every live gateway replica has the new key in its issued-key
+ * filter, as a revoke waits for every replica to drop a key: a replica
+ * answers a key outside its filter 401 without a lookup, so the key must be
+ * in every filter when its creation returns. When that cannot be confirmed,
+ * `unconfirmed` says so, and the key is still returned (its plaintext exists
+ * nowhere else); every replica learns of it within the invalidation log's
+ * bound all the same.
+ */
+export async function confirmCreated(context: KeyContext, pending: PendingInvalidation, result: CreatedKey): Promise<void> {
+  try {
+    await context.invalidate(pending, 'The key was created')
+  } catch (error) {
+    if (!(error instanceof InvalidationNotConfirmed)) throw error
+    result.unconfirmed =
+      `The key was created, but not every gateway replica confirmed knowing it (${describeProblems(error.report)}); ` +
+      `every replica accepts it within ${STALE_AFTER_MS / 1000} s all the same`
+  }
 }
 
 /** The limit of 25, counted under the tenant's lock (lockOwner) so that concurrent creations cannot overshoot it. */

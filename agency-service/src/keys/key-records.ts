@@ -52,6 +52,12 @@ export interface CreatedKey {
   rateLimit: RateLimit | null
   /** The key this one replaced (a roll), or null. */
   replaces: string | null
+  /**
+   * Set when not every gateway replica confirmed knowing the new key (or, for
+   * a roll, dropping the old key's cached state) in time: what went wrong.
+   * The key is returned all the same: its plaintext exists nowhere else.
+   */
+  unconfirmed?: string
 }
 
 export interface KeySummary {

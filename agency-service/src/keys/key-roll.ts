@@ -44,7 +44,7 @@ export interface RolledKey extends CreatedKey {
 export async function rollKey(context: KeyContext, id: string, actor: ActorInput, owner: KeyOwner | undefined, grace: unknown): Promise<RolledKey> {
   const graceSeconds = requireGraceSeconds(grace)
   const who = toActor(actor)
-  const { result, hash, xid } = await inTransaction(context.pool, async (client) => {
+  const { result, hash, createdHash, xid } = await inTransaction(context.pool, async (client) => {
     const seen = await findKeyRow(client, id, owner)
     if (seen === undefined) throw new ApiError('keyNotFound')
     // The tenant first, then the key: the order sub-account deletion locks in.
@@ -57,10 +57,20 @@ export async function rollKey(context: KeyContext, id: string, actor: ActorInput
     await recordKeyEvent(client, fresh, 'key.created', who)
     await recordKeyEvent(client, old, 'key.rolled', who)
     const rolled: RolledKey = { ...created(fresh, key), replaces: old.id, old: summary(updated, context.now()) }
-    return { result: rolled, hash: old.key_hash, xid: await currentTransactionId(client) }
+    return { result: rolled, hash: old.key_hash, createdHash: fresh.key_hash, xid: await currentTransactionId(client) }
   })
   try {
-    await context.invalidate({ keys: [{ hash, state: 'changed' }], xid }, 'The key was rolled')
+    // The new key goes into every replica's issued-key filter in the same confirmation.
+    await context.invalidate(
+      {
+        keys: [
+          { hash, state: 'changed' },
+          { hash: createdHash, state: 'created' },
+        ],
+        xid,
+      },
+      'The key was rolled',
+    )
   } catch (error) {
     if (!(error instanceof InvalidationNotConfirmed)) throw error
     result.unconfirmed = error.message

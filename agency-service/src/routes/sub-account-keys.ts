@@ -16,7 +16,7 @@
  * keys stay console-only (owners and admins): no API key can mint an
  * agency-level credential.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { idSchema, itemResponse, noContentResponse, OPTIONAL_BODY, pageResponse, timestampSchema } from '@scoped/shared/api-document'
 import { NO_QUERY_SCHEMA } from '@scoped/shared/backend-server'
 import type { Pool } from '@scoped/shared/db'
@@ -200,9 +200,20 @@ function createRoute(app: FastifyInstance, { keys, path, ownerOf, itemOf }: KeyR
         allowedCidrs: body.allowedCidrs,
         fields: { expiresAt: 'body.expiresAt', allowedCidrs: 'body.allowedCidrs' },
       })
+      warnUnconfirmed(request, reply, created.id, created.unconfirmed)
       return reply.code(201).send({ success: true, data: { ...(await itemOf(created.id, owner)), key: created.key } })
     },
   )
+}
+
+/**
+ * A new key is answered whatever happens (its plaintext exists nowhere else); a change not every gateway replica
+ * confirmed is logged and named in a Warning header.
+ */
+function warnUnconfirmed(request: FastifyRequest, reply: FastifyReply, keyId: string, unconfirmed: string | undefined): void {
+  if (unconfirmed === undefined) return
+  request.log.warn({ keyId }, unconfirmed)
+  reply.header('warning', `199 - ${JSON.stringify(unconfirmed.replace(/[^\x20-\x7e]/g, '?'))}`)
 }
 
 function rollRoute(app: FastifyInstance, { keys, path, ownerOf, keyIdOf, itemOf }: KeyRouteContext): void {
@@ -220,11 +231,7 @@ function rollRoute(app: FastifyInstance, { keys, path, ownerOf, keyIdOf, itemOf 
     async (request, reply) => {
       const owner = await ownerOf(request)
       const rolled = await keys.roll(keyIdOf(request), actorOf(request), owner, { graceSeconds: request.body.graceSeconds })
-      // The new key is answered whatever happens (its plaintext exists nowhere else); an unconfirmed invalidation is logged and named in a header.
-      if (rolled.unconfirmed !== undefined) {
-        request.log.warn({ keyId: rolled.replaces }, rolled.unconfirmed)
-        reply.header('warning', `199 - ${JSON.stringify(rolled.unconfirmed.replace(/[^\x20-\x7e]/g, '?'))}`)
-      }
+      warnUnconfirmed(request, reply, rolled.replaces, rolled.unconfirmed)
       return reply.code(201).send({ success: true, data: { ...(await itemOf(rolled.id, owner)), key: rolled.key } })
     },
   )

@@ -1,5 +1,6 @@
 /**
- * Throttling of failed authentication per client address, so that a client
+ * Throttling of failed authentication per client address (an IPv6 client by
+ * its /64, which one host can rotate through at will), so that a client
  * cannot try keys (or flood the key store with lookups) at full speed:
  * after `limit` failures within `windowMs` of its first failure, a client
  * address is refused with 429 `Too many failed authentication attempts` and
@@ -35,6 +36,7 @@
  */
 import { hash } from 'node:crypto'
 import type { Redis } from 'ioredis'
+import { clientGroup } from '@scoped/shared/ip-address'
 
 export const DEFAULT_LIMIT = 20
 export const DEFAULT_WINDOW_MS = 60_000
@@ -110,8 +112,9 @@ export class AuthFailureThrottle {
     this.onError = options.onError ?? (() => undefined)
   }
 
-  /** Whether the client is refused now. Local state only: no Redis round trip. */
-  check(client: string, nowMs: number = this.now()): ThrottleCheck {
+  /** Whether the client (an IPv6 client by its /64) is refused now. Local state only: no Redis round trip. */
+  check(address: string, nowMs: number = this.now()): ThrottleCheck {
+    const client = clientGroup(address)
     const entry = this.entries.get(client)
     if (entry === undefined) return { blocked: false }
     const until = Math.max(entry.blockedUntil, entry.count >= this.limit ? entry.windowEnd : 0)
@@ -121,7 +124,8 @@ export class AuthFailureThrottle {
   }
 
   /** Counts one failed authentication of the client; with Redis, also updates the shared count, without waiting. */
-  recordFailure(client: string): void {
+  recordFailure(address: string): void {
+    const client = clientGroup(address)
     const now = this.now()
     this.sweep(now)
     let entry = this.entries.get(client)
