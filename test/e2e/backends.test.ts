@@ -23,7 +23,7 @@ interface BackendsStack {
 
 async function startBackendsStack(t: Test): Promise<BackendsStack> {
   const { db, gatewayPorts, cert } = await startStack(t, 2)
-  const replicas = gatewayPorts.map((port) => httpsClient(t, port, cert))
+  const replicas = gatewayPorts.map((port) => httpsClient(t, port, cert, { openapi: true }))
 
   // Keys are made as the operator would; creating one never needs to invalidate anything.
   const keys = new KeyService(db.pool, new KeyRevocationNotifier(db.pool, null))

@@ -16,7 +16,7 @@ import { httpsClient } from '../helpers/https.js'
 import { startStack } from '../helpers/stack.js'
 
 const stack = await startStack(t)
-const api = httpsClient(t, stack.gatewayPorts[0]!, stack.cert)
+const api = httpsClient(t, stack.gatewayPorts[0]!, stack.cert, { openapi: true })
 
 t.test('a 1 MiB body of nested brackets to the console is refused 415 by agency-service, cleanly', async (t) => {
   const half = 512 * 1024

@@ -30,7 +30,7 @@ const subKey = await keys.create({ scope: 'SUB-ACCOUNT', subAccountId: sub.id },
 const dir = t.testdir({})
 
 t.test('the gateway forwards to both backends over TLS, verified against the route CA', async (t) => {
-  const api = httpsClient(t, stack.gatewayPorts[0]!, stack.cert)
+  const api = httpsClient(t, stack.gatewayPorts[0]!, stack.cert, { openapi: true })
   t.equal((await api.request('/v1/agency', { headers: { 'x-api-key': agencyKey.key } })).status, 200, 'agency-service over https')
   const created = await api.request('/v1/agents', {
     method: 'POST',
@@ -71,7 +71,7 @@ t.test('a gateway that trusts another CA reaches no backend (502), never forward
 `,
   )
   const replica = await stack.startReplica({ ROUTES_FILE: routes })
-  const api = httpsClient(t, replica.port, stack.cert)
+  const api = httpsClient(t, replica.port, stack.cert, { openapi: true })
   t.equal((await api.request('/v1/agents', { headers: { 'x-api-key': subKey.key } })).status, 502)
   t.equal((await api.request('/console/sign-in')).status, 502)
 })
@@ -88,7 +88,7 @@ t.test('a backend whose certificate names another host: every request 502, none 
 `,
   )
   const replica = await stack.startReplica({ ROUTES_FILE: routes, GATEWAY_UPSTREAM_CONNECTIONS: '1', GATEWAY_UPSTREAM_QUEUE: '1' })
-  const api = httpsClient(t, replica.port, stack.cert)
+  const api = httpsClient(t, replica.port, stack.cert, { openapi: true })
   const get = async (): Promise<number> => (await api.request('/v1/agents', { headers: { 'x-api-key': subKey.key } })).status
   for (let i = 0; i < 4; i++) t.equal(await get(), 502, `request ${i + 1}, one at a time: 502`)
   const together = await Promise.all(Array.from({ length: 8 }, get))

@@ -19,7 +19,7 @@ const REVOKED = { success: false, message: 'Invalid or revoked API key' }
 const BEFORE_MARGIN_MS = 800
 
 const stack = await startStack(t, 2)
-const replicas = stack.gatewayPorts.map((port) => httpsClient(t, port, stack.cert)) as [HttpsClient, HttpsClient]
+const replicas = stack.gatewayPorts.map((port) => httpsClient(t, port, stack.cert, { openapi: true })) as [HttpsClient, HttpsClient]
 const env = { ...stack.ctlEnv, CTL_ACTOR: 'expiry-test' }
 
 async function ctl(args: string[]): Promise<Record<string, unknown>> {

@@ -20,7 +20,7 @@ const REVOKED = { success: false, message: 'Invalid or revoked API key' }
 const NOT_FROM_HERE = { success: false, message: 'This API key cannot be used from this address' }
 
 const stack = await startStack(t, { replicas: 2, gatewayEnv: { GATEWAY_TRUSTED_PROXIES: '127.0.0.1' } })
-const [one, two] = stack.gatewayPorts.map((port) => httpsClient(t, port, stack.cert)) as [HttpsClient, HttpsClient]
+const [one, two] = stack.gatewayPorts.map((port) => httpsClient(t, port, stack.cert, { openapi: true })) as [HttpsClient, HttpsClient]
 const replicas = [one, two]
 const keys = new KeyService(stack.db.pool, new KeyRevocationNotifier(stack.db.pool, null))
 const tenants = new TenantStore(stack.db.pool)

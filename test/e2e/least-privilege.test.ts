@@ -30,7 +30,7 @@ const stack = await startStack(t, {
   },
 })
 const ctlEnv = { ...stack.ctlEnv, DATABASE_URL: agencyUrl }
-const api = httpsClient(t, stack.gatewayPorts[0]!, stack.cert)
+const api = httpsClient(t, stack.gatewayPorts[0]!, stack.cert, { openapi: true })
 
 async function ctl(args: string[], input = ''): Promise<Record<string, unknown>> {
   const result = await runCtl(args, ctlEnv, input)

@@ -21,7 +21,7 @@ const sub = await tenants.createSubAccount(agency.id, 'Careless West')
 const keys = new KeyService(stack.db.pool, new KeyRevocationNotifier(stack.db.pool, null))
 const valid = await keys.create({ scope: 'SUB-ACCOUNT', subAccountId: sub.id }, 'valid', 'test')
 const revoked = await keys.create({ scope: 'SUB-ACCOUNT', subAccountId: sub.id }, 'revoked', 'test')
-const client = httpsClient(t, stack.gatewayPorts[0]!, stack.cert)
+const client = httpsClient(t, stack.gatewayPorts[0]!, stack.cert, { openapi: true })
 
 /** Every way the key could be spelled in a URL: as it is, escaped in part or whole, upper-cased. */
 function spellings(key: string): string[] {

@@ -30,7 +30,7 @@ t.test('failovers of the Redis primary under load', async (t) => {
   // deployment it would refuse signed requests (503) until it reaches the new primary. agency-service stays on it.
   const stack = await startStack(t, { redis: { url: sentinel.url }, backendEnv: { resource: { REDIS_URL: '' } } })
   const replica = stack.replicas[0]!
-  const client = httpsClient(t, replica.port, stack.cert)
+  const client = httpsClient(t, replica.port, stack.cert, { openapi: true })
   const tenants = new TenantStore(stack.db.pool)
   const keys = new KeyService(stack.db.pool, new KeyRevocationNotifier(stack.db.pool, null))
   const agency = await tenants.createAgency('Acme')

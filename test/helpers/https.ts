@@ -10,6 +10,7 @@ import { join } from 'node:path'
 import { generate } from 'selfsigned'
 import { Agent } from 'undici'
 import type { Dispatcher } from 'undici'
+import { OpenApiCheck } from './openapi-check.js'
 import type { Teardown } from './teardown.js'
 
 export interface HttpsResponse {
@@ -34,23 +35,47 @@ export interface HttpsClient {
   close(): Promise<void>
 }
 
+export interface HttpsClientOptions {
+  /**
+   * Check every response under /v1 against the API description the gateway
+   * serves (openapi-check.ts): a response the document does not describe
+   * rejects the request with the problems.
+   */
+  openapi?: boolean
+}
+
 /** A client for https://127.0.0.1:<port> that trusts `ca` (and checks the name `localhost`). */
-export function httpsClient(t: Teardown, port: number, ca: string): HttpsClient {
+export function httpsClient(t: Teardown, port: number, ca: string, clientOptions: HttpsClientOptions = {}): HttpsClient {
   const agent = new Agent({ connect: { ca, servername: 'localhost' } })
   const origin = `https://127.0.0.1:${port}`
   t.teardown(() => agent.close())
+  const send = async (path: string, options: RequestOptions): Promise<HttpsResponse> => {
+    const response = await agent.request({ origin, path, method: options.method ?? 'GET', headers: options.headers, body: options.body })
+    const body = Buffer.from(await response.body.arrayBuffer())
+    const text = body.toString('utf8')
+    let json: unknown
+    try {
+      json = JSON.parse(text)
+    } catch {
+      json = undefined
+    }
+    return { status: response.statusCode, headers: response.headers, body, text, json }
+  }
+  let check: Promise<OpenApiCheck> | undefined
+  const served = async (): Promise<OpenApiCheck> => {
+    const document = await send('/openapi.json', {})
+    if (document.status !== 200) throw new Error(`GET /openapi.json answered ${document.status}`)
+    return new OpenApiCheck(document.json as Record<string, unknown>)
+  }
   return {
     async request(path, options = {}) {
-      const response = await agent.request({ origin, path, method: options.method ?? 'GET', headers: options.headers, body: options.body })
-      const body = Buffer.from(await response.body.arrayBuffer())
-      const text = body.toString('utf8')
-      let json: unknown
-      try {
-        json = JSON.parse(text)
-      } catch {
-        json = undefined
+      const response = await send(path, options)
+      if (clientOptions.openapi === true) {
+        check ??= served()
+        const problems = (await check).check(options.method ?? 'GET', path, response)
+        if (problems.length > 0) throw new Error(`the response is not what /openapi.json describes:\n${problems.join('\n')}`)
       }
-      return { status: response.statusCode, headers: response.headers, body, text, json }
+      return response
     },
     close: () => agent.close(),
   }
