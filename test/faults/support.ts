@@ -54,7 +54,7 @@ export async function timedCtl(args: string[], env: ProcessEnv, db?: { pool: Poo
 export interface Tenancy {
   agency: { id: string; name: string }
   sub: { id: string; name: string }
-  /** Keys are made in process, without invalidation (creating a key never needs one). */
+  /** Keys are made in process; a creation confirms through Postgres alone that every live replica knows the key. */
   keys: KeyService
   subKey(name?: string): Promise<CreatedKey>
   agencyKey(name?: string): Promise<CreatedKey>

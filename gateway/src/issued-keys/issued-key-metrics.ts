@@ -39,6 +39,15 @@ export function registerIssuedKeyMetrics(registry: Registry, issued: IssuedKeys,
     },
   })
   new Counter({
+    name: 'gateway_unknown_key_lookups_total',
+    help: 'Store lookups of keys the issued-key filter could not vouch for (not loaded, or this replica not current with the invalidation log), taken from the unknown-key budget.',
+    registers: [registry],
+    collect() {
+      this.reset()
+      this.inc(budget.taken)
+    },
+  })
+  new Counter({
     name: 'gateway_unknown_key_lookups_refused_total',
     help: 'Lookups of keys the filter could not vouch for (not loaded, or not current) refused 503 because their global budget was spent.',
     registers: [registry],

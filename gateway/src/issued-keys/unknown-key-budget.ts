@@ -31,8 +31,9 @@ export class UnknownKeyBudget {
   private inFlight = 0
   private readonly byClient = new Map<string, number>()
   private readonly now: () => number
-  /** Lookups refused because the budget was spent, for the metric. */
+  /** Lookups refused because the budget was spent, and lookups taken from it, for the metrics. */
   refused = 0
+  taken = 0
 
   constructor(private readonly options: UnknownKeyBudgetOptions = DEFAULT_UNKNOWN_KEY_BUDGET) {
     this.now = options.now ?? (() => performance.now())
@@ -50,6 +51,7 @@ export class UnknownKeyBudget {
       return undefined
     }
     this.tokens -= 1
+    this.taken++
     this.inFlight++
     this.byClient.set(group, held + 1)
     let released = false
