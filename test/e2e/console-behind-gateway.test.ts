@@ -9,9 +9,10 @@
  * sign-in throttle counts the client the gateway saw.
  */
 import t from 'tap'
+import { SESSION_COOKIE } from '@scoped/agency-service/console/cookies'
 import { MAX_FAILURES_PER_EMAIL_AND_CLIENT } from '@scoped/agency-service/console/sign-in-throttle'
 import { TenantStore } from '@scoped/agency-service/tenants'
-import { consoleSignIn } from '../helpers/console-https.js'
+import { consoleSignIn, cookiesOf } from '../helpers/console-https.js'
 import { httpsClient } from '../helpers/https.js'
 import { startStack } from '../helpers/stack.js'
 
@@ -45,4 +46,32 @@ t.test('agency-service takes the client address the gateway set, never a chain t
   }
   const throttled = await consoleSignIn(api, email, 'a long and private passphrase', { 'x-forwarded-for': '203.0.113.250' })
   t.equal(throttled.status, 429, 'every failure counted against the one client the gateway saw')
+})
+
+t.test('changing your own password gives the browser a new session token; the one it had is refused', async (t) => {
+  const tenants = new TenantStore(stack.db.pool)
+  const agency = await tenants.createAgency('Rotating')
+  const email = `member-${Date.now()}@example.test`
+  const password = 'a long and private passphrase'
+  await tenants.createUser({ email, password, agencyId: agency.id, role: 'member' })
+  const signedIn = await consoleSignIn(api, email, password)
+  t.equal(signedIn.status, 303, 'signed in')
+  const before = cookiesOf(signedIn).get(SESSION_COOKIE)
+  t.ok(before, 'a session cookie')
+  const asBefore = { cookie: `${SESSION_COOKIE}=${before}` }
+  const form = await api.request('/console/account/password', { headers: asBefore })
+  const csrf = /name="csrf" value="([^"]+)"/.exec(form.text)?.[1] ?? ''
+  const next = 'an entirely different passphrase'
+  const changed = await api.request('/console/account/password', {
+    method: 'POST',
+    headers: { ...asBefore, 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin' },
+    body: new URLSearchParams({ csrf, currentPassword: password, newPassword: next, newPasswordAgain: next }).toString(),
+  })
+  t.equal(changed.status, 303, 'changed')
+  const after = cookiesOf(changed).get(SESSION_COOKIE)
+  t.ok(after !== undefined && after !== before, 'the answer sets a new session token')
+  t.equal((await api.request('/console', { headers: { cookie: `${SESSION_COOKIE}=${after}` } })).status, 200, 'the new token is signed in')
+  const old = await api.request('/console', { headers: asBefore })
+  t.equal(old.status, 303, 'the token from before the change is signed out')
+  t.match(old.headers['location'], /\/console\/sign-in/)
 })
