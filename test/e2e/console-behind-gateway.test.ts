@@ -75,3 +75,30 @@ t.test('changing your own password gives the browser a new session token; the on
   t.equal(old.status, 303, 'the token from before the change is signed out')
   t.match(old.headers['location'], /\/console\/sign-in/)
 })
+
+t.test('a request that reaches agency-service directly gets nothing from X-Forwarded-For: the audit trail records its peer', async (t) => {
+  const tenants = new TenantStore(stack.db.pool)
+  const agency = await tenants.createAgency('Direct')
+  const email = `owner-direct-${Date.now()}@example.test`
+  await tenants.createUser({ email, password: 'a long and private passphrase', agencyId: agency.id, role: 'owner' })
+  const origin = `http://127.0.0.1:${stack.backends.agencyPort}`
+  const forged = { 'x-forwarded-for': '203.0.113.99' }
+  const page = await fetch(`${origin}/console/sign-in`, { headers: forged })
+  const csrf = /name="csrf" value="([^"]+)"/.exec(await page.text())?.[1] ?? ''
+  const cookie = page.headers
+    .getSetCookie()
+    .map((line) => line.split(';')[0])
+    .join('; ')
+  const refused = await fetch(`${origin}/console/sign-in`, {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { ...forged, cookie, 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin' },
+    body: new URLSearchParams({ csrf, email, password: 'not the passphrase' }).toString(),
+  })
+  t.equal(refused.status, 401, 'refused, straight from agency-service')
+  const { rows } = await stack.db.pool.query<{ address: string }>(
+    `SELECT host(client_address) AS address FROM audit_events WHERE agency_id = $1 AND type = 'user.sign-in-refused'`,
+    [agency.id],
+  )
+  t.same(rows, [{ address: '127.0.0.1' }], 'the TCP peer, never the address the request claimed')
+})
