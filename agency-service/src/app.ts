@@ -15,6 +15,7 @@ import type { Pool } from '@scoped/shared/db'
 import type { NonceRedis } from '@scoped/shared/nonce-store'
 import { errorEnvelopePlugin } from '@scoped/shared/error-envelope-plugin'
 import { requireTenantScope, tenantVerifier } from '@scoped/shared/tenant-verifier'
+import { signedClientAddress } from '@scoped/shared/signed-client-address'
 import type { SigningSecret } from '@scoped/shared/tenant-signature'
 import { AGENCY_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
 import { CONSOLE_PREFIX, consolePlugin } from './console/index.js'
@@ -43,19 +44,20 @@ export interface AgencyAppDeps {
   nonceRedis?: NonceRedis
 }
 
-/** Trusts the immediate peer (hop 0, the gateway) and nothing behind it. */
+/** Trusts one hop of x-forwarded-for, the one signedClientAddress leaves there (the signed address), and nothing behind it. */
 export function trustGatewayHop(_address: string, hop: number): boolean {
   return hop === 0
 }
 
 export async function buildAgencyApp(deps: AgencyAppDeps): Promise<FastifyInstance> {
   const now = deps.now ?? (() => new Date())
-  // Exactly one proxy hop is trusted, the gateway (only it reaches this service): request.ip is the
-  // rightmost x-forwarded-for address, the one the gateway set (it replaces whatever a caller sent with
-  // the single client address it derived), never an address further left in a chain a caller wrote.
-  // So the console's per-client sign-in throttle counts real clients, not the gateway. (A hop count,
-  // `trustProxy: 1`, would trust nothing in Fastify 5: it cannot vouch for the peer.)
+  // The client address is the one the gateway signed for this request (signed-client-address.ts), and
+  // nothing else: the plugin replaces x-forwarded-for with it, or removes the header when no signature
+  // verifies, before anything reads request.ip, and exactly one hop of it is trusted. So the console's
+  // per-client sign-in throttle and the audit trail see the client the gateway saw, and a request that
+  // reaches this port directly is its TCP peer, whatever x-forwarded-for it sent.
   const app = Fastify(withTls({ ...backendServerOptions(deps.logger), trustProxy: trustGatewayHop }, deps.https))
+  await app.register(signedClientAddress, { audience: AGENCY_SERVICE_AUDIENCE, secrets: deps.signingSecrets, now: () => now().getTime() / 1000 })
   await app.register(errorEnvelopePlugin)
   // Before any route: it records each route's schemas for the API description (npm run openapi).
   await app.register(apiDocumentPlugin, { service: 'agency-service', scope: 'AGENCY' })

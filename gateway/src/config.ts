@@ -143,7 +143,7 @@ function readConnectionLimits(env: Env): ConnectionLimits {
 function readAudiences(env: Env, routes: RouteMap): ReadonlyMap<string, Buffer> {
   const secrets = new Map<string, Buffer>()
   for (const route of routes.routes) {
-    if (route.auth === 'key' && !secrets.has(route.audience)) secrets.set(route.audience, readAudienceSecrets(env, route.audience)[0]!)
+    if (!secrets.has(route.audience)) secrets.set(route.audience, readAudienceSecrets(env, route.audience)[0]!)
   }
   return secrets
 }

@@ -17,9 +17,10 @@
  *      method, the path with the stripped query, a fresh nonce and the
  *      body's content-digest, at this moment.
  * Console routes (`auth: session`) get the raw body and query, no tenant
- * headers, and their cookies. Every route gets `x-forwarded-for` (the client
- * address the gateway derived), `x-forwarded-host`, `x-forwarded-proto` and
- * `x-request-id`.
+ * headers, and their cookies. Every route gets the client address the gateway
+ * derived, signed for the route's backend (signed-client-address.ts, the only
+ * copy backends believe) and as `x-forwarded-for`, `x-forwarded-host`,
+ * `x-forwarded-proto` and `x-request-id`.
  */
 import { randomBytes } from 'node:crypto'
 import { PassThrough } from 'node:stream'
@@ -28,6 +29,7 @@ import fp from 'fastify-plugin'
 import { ApiError } from '@scoped/shared/errors'
 import { HmacSha256 } from '@scoped/shared/hmac-sha256'
 import type { Logger } from '@scoped/shared/logger'
+import { appendClientAddress } from '@scoped/shared/signed-client-address'
 import { appendTenantHeaders, CONTENT_DIGEST_HEADER, contentDigest, EMPTY_CONTENT_DIGEST } from '@scoped/shared/tenant-signature'
 import type { HeaderList } from './forward-headers.js'
 import { callerHeaders } from './forward-headers.js'
@@ -167,11 +169,16 @@ class Forwarder {
     return this.send(request, reply, decision, pathWithQuery(decision.target.path, decision.target.query), headers, body)
   }
 
-  private sign(headers: HeaderList, method: string, path: string, body: Buffer | undefined, decision: KeyDecision): void {
-    const { audience } = decision.route
+  private signingKey(audience: string): HmacSha256 {
     const signingKey = this.signingKeys.get(audience)
     // Checked at start (config.ts): every audience of the route map has a secret.
     if (signingKey === undefined) throw new Error(`no signing secret for the audience ${audience}`)
+    return signingKey
+  }
+
+  private sign(headers: HeaderList, method: string, path: string, body: Buffer | undefined, decision: KeyDecision): void {
+    const { audience } = decision.route
+    const signingKey = this.signingKey(audience)
     const digest = body === undefined ? EMPTY_CONTENT_DIGEST : contentDigest(body)
     appendTenantHeaders(
       headers,
@@ -193,6 +200,15 @@ class Forwarder {
   ): undefined {
     if (body !== undefined) headers.push('content-length', String(body.length))
     headers.push('x-request-id', request.id, 'x-forwarded-for', decision.client, 'x-forwarded-proto', 'https')
+    // The backend believes only this signed copy of the address (signed-client-address.ts).
+    if (decision.client !== '')
+      appendClientAddress(
+        headers,
+        this.signingKey(decision.route.audience),
+        { method: request.method, pathWithQuery: path, audience: decision.route.audience },
+        decision.client,
+        Date.now() / 1000,
+      )
     if (request.headers.host !== undefined) headers.push('x-forwarded-host', request.headers.host)
     decision.outcome = decision.kind === 'key' ? 'forwarded' : 'session'
     relay(request, reply, { decision, path, headers, body, tenant: upstreamTenant(decision.tenant) }, this.relayDeps)

@@ -15,7 +15,7 @@ import type { RouteLimits } from './rate-limit/config.js'
 import { effectiveLimits, parseLimits, parseScopeDefaults } from './rate-limit/config.js'
 import { isScope, scopes } from '@scoped/shared/scope'
 import { isAudience } from '@scoped/shared/secrets'
-import { defaultAudience } from '@scoped/shared/tenant-signature'
+import { AGENCY_SERVICE_AUDIENCE, defaultAudience } from '@scoped/shared/tenant-signature'
 import { normalizePath } from './request-path.js'
 
 interface RouteBase {
@@ -41,6 +41,8 @@ export interface ScopedRoute extends RouteBase {
 export interface SessionRoute extends RouteBase {
   readonly auth: 'session'
   readonly scope: null
+  /** The console's backend, agency-service: whose secret signs the client address (signed-client-address.ts), never tenant headers. */
+  readonly audience: string
 }
 
 export type Route = ScopedRoute | SessionRoute
@@ -203,7 +205,7 @@ function checkRoute(entry: unknown, index: number, defaults: Readonly<Partial<Re
     if (underApi || prefix === '/') throw new Error(`route ${prefix}: an auth: session route must be outside ${API_PREFIX}`)
     if (audience !== undefined) throw new Error(`route ${prefix}: audience is for scoped routes only (session routes are not signed)`)
     if (entry['rateLimit'] !== undefined) throw new Error(`route ${prefix}: rateLimit is for scoped routes only (session routes have no key to count)`)
-    return { prefix, upstream, ...transport, index, auth: 'session', scope: null }
+    return { prefix, upstream, ...transport, index, auth: 'session', scope: null, audience: AGENCY_SERVICE_AUDIENCE }
   }
   if (scope === undefined) throw new Error(`route ${prefix}: scope (${scopes.join(' or ')}) or auth: session is required`)
   if (!isScope(scope)) throw new Error(`route ${prefix}: unknown scope ${JSON.stringify(scope)} (expected ${scopes.join(' or ')})`)

@@ -4,6 +4,7 @@ import pino from 'pino'
 import { KeyRevocationNotifier } from '@scoped/shared/key-invalidation'
 import type { Tenant } from '@scoped/shared/tenant-signature'
 import { AGENCY_SERVICE_AUDIENCE, contentDigest, signTenantHeaders } from '@scoped/shared/tenant-signature'
+import { appendClientAddress } from '@scoped/shared/signed-client-address'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
 import { buildAgencyApp } from '@scoped/agency-service/app'
 import { createTestDatabase } from '../helpers/database.js'
@@ -54,7 +55,7 @@ t.test('agency-service serves the console under /console, unsigned, and keeps /v
   t.equal(form.statusCode, 415, 'the API takes no form bodies: the console parser is not registered there')
 })
 
-t.test('behind the gateway, the sign-in throttle counts the client the gateway saw (x-forwarded-for), not the gateway', async (t) => {
+t.test('behind the gateway, the sign-in throttle counts the client the gateway saw (the address it signed), not the gateway', async (t) => {
   const db = await createTestDatabase(t)
   const app = await buildAgencyApp({
     pool: db.pool,
@@ -65,12 +66,12 @@ t.test('behind the gateway, the sign-in throttle counts the client the gateway s
   t.teardown(() => app.close())
   const world = await createWorld(db.pool)
   // Spread over many emails so that only the per-client limit can bite.
-  for (let i = 0; i < MAX_FAILURES_PER_CLIENT; i++) await new ConsoleClient(app, '198.51.100.20').signIn(`nobody-${i}@example.test`, 'wrong password')
-  t.equal((await new ConsoleClient(app, '198.51.100.20').signIn(world.owner.email)).statusCode, 429, 'that client is throttled')
-  t.equal((await new ConsoleClient(app, '198.51.100.21').signIn(world.owner.email)).statusCode, 303, 'another client behind the same gateway is not')
+  for (let i = 0; i < MAX_FAILURES_PER_CLIENT; i++) await new ConsoleClient(app, '198.51.100.20', SECRET).signIn(`nobody-${i}@example.test`, 'wrong password')
+  t.equal((await new ConsoleClient(app, '198.51.100.20', SECRET).signIn(world.owner.email)).statusCode, 429, 'that client is throttled')
+  t.equal((await new ConsoleClient(app, '198.51.100.21', SECRET).signIn(world.owner.email)).statusCode, 303, 'another client behind the same gateway is not')
 })
 
-t.test('agency-service trusts exactly one proxy hop, the gateway: request.ip is the address the gateway set', async (t) => {
+t.test("agency-service takes the client address only from the gateway's signature; a direct request gets nothing from X-Forwarded-For", async (t) => {
   const db = await createTestDatabase(t)
   const app = await buildAgencyApp({
     pool: db.pool,
@@ -83,16 +84,30 @@ t.test('agency-service trusts exactly one proxy hop, the gateway: request.ip is 
   app.addHook('onRequest', async (request) => {
     seen.push(request.ip)
   })
-  const ipOf = async (headers: Record<string, string>): Promise<string | undefined> => {
-    await app.inject({ method: 'GET', url: '/healthz', headers, remoteAddress: '10.0.0.5' })
+  const ipOf = async (headers: Record<string, string>, url = '/console/sign-in'): Promise<string | undefined> => {
+    await app.inject({ method: 'GET', url, headers, remoteAddress: '10.0.0.5' })
     return seen.at(-1)
   }
-  t.equal(await ipOf({ 'x-forwarded-for': '198.51.100.7' }), '198.51.100.7', 'the address the gateway forwarded')
-  t.equal(
-    await ipOf({ 'x-forwarded-for': '203.0.113.66, 198.51.100.7' }),
-    '198.51.100.7',
-    'a chain: only its last address (the hop the gateway added), never one further left',
-  )
-  t.equal(await ipOf({ 'x-forwarded-for': '203.0.113.66, 198.51.100.9, 198.51.100.7' }), '198.51.100.7')
-  t.equal(await ipOf({}), '10.0.0.5', 'without the header: the peer')
+  const signed = (address: string, request: { method?: string; pathWithQuery?: string; audience?: string } = {}, secret = SECRET, at = Date.now() / 1000) => {
+    const list: string[] = []
+    const target = { method: 'GET', pathWithQuery: '/console/sign-in', audience: AGENCY_SERVICE_AUDIENCE, ...request }
+    appendClientAddress(list, secret, target, address, at)
+    return { [list[0]!]: list[1]!, [list[2]!]: list[3]! }
+  }
+  t.equal(await ipOf(signed('198.51.100.7')), '198.51.100.7', 'the address the gateway signed')
+  t.equal(await ipOf({ ...signed('198.51.100.7'), 'x-forwarded-for': '203.0.113.66' }), '198.51.100.7', 'whatever X-Forwarded-For says beside it')
+  for (const [what, headers] of [
+    ['X-Forwarded-For alone', { 'x-forwarded-for': '198.51.100.7' }],
+    ['a chain', { 'x-forwarded-for': '203.0.113.66, 198.51.100.7' }],
+    ['nothing', {}],
+    ['an address signed with another secret', signed('198.51.100.7', {}, 't'.repeat(40))],
+    ['an address signed for another path', signed('198.51.100.7', { pathWithQuery: '/console' })],
+    ['an address signed for another method', signed('198.51.100.7', { method: 'POST' })],
+    ['an address signed for another backend', signed('198.51.100.7', { audience: 'resource-service' })],
+    ['an address signed too long ago', signed('198.51.100.7', {}, SECRET, Date.now() / 1000 - 120)],
+    ['a signed address changed on the way', { ...signed('198.51.100.7'), 'x-tenant-client-address': '198.51.100.8' }],
+  ] as const) {
+    t.equal(await ipOf({ ...headers }), '10.0.0.5', `${what}: the TCP peer`)
+  }
+  t.equal(await ipOf({ 'x-forwarded-for': '198.51.100.7' }, '/healthz'), '10.0.0.5', 'on every route')
 })

@@ -14,6 +14,8 @@ import { KeyService } from '@scoped/agency-service/keys/key-service'
 import { TenantStore } from '@scoped/agency-service/tenants'
 import type { Role } from '@scoped/agency-service/users/roles'
 import { consolePlugin } from '@scoped/agency-service/console/index'
+import { appendClientAddress } from '@scoped/shared/signed-client-address'
+import { AGENCY_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
 import { createTestDatabase } from '../helpers/database.js'
 import type { Teardown } from '../helpers/teardown.js'
 
@@ -98,9 +100,15 @@ export const sameOriginHeaders = { origin: 'http://localhost:80', 'sec-fetch-sit
 export class ConsoleClient {
   readonly jar = new Map<string, JarCookie>()
 
+  /**
+   * `gatewaySecret`: for agency-service's own app (buildAgencyApp), which believes only a client address the
+   * gateway signed: the client's address is signed with it, as the gateway does. Without it, X-Forwarded-For
+   * (for an app of the test's own that trusts it).
+   */
   constructor(
     readonly app: FastifyInstance,
     readonly clientAddress = '203.0.113.10',
+    readonly gatewaySecret?: string,
   ) {}
 
   private cookieHeader(path: string): string | undefined {
@@ -119,20 +127,26 @@ export class ConsoleClient {
     return response
   }
 
-  private baseHeaders(path: string): Record<string, string> {
+  private baseHeaders(method: string, path: string): Record<string, string> {
     const cookie = this.cookieHeader(path)
-    return { 'x-forwarded-for': this.clientAddress, ...(cookie === undefined ? {} : { cookie }) }
+    const headers: Record<string, string> = { 'x-forwarded-for': this.clientAddress, ...(cookie === undefined ? {} : { cookie }) }
+    if (this.gatewaySecret !== undefined) {
+      const signed: string[] = []
+      appendClientAddress(signed, this.gatewaySecret, { method, pathWithQuery: path, audience: AGENCY_SERVICE_AUDIENCE }, this.clientAddress, Date.now() / 1000)
+      for (let i = 0; i < signed.length; i += 2) headers[signed[i]!] = signed[i + 1]!
+    }
+    return headers
   }
 
   async get(path: string): Promise<LightMyRequestResponse> {
-    return this.remember(await this.app.inject({ method: 'GET', url: path, headers: this.baseHeaders(path) }))
+    return this.remember(await this.app.inject({ method: 'GET', url: path, headers: this.baseHeaders('GET', path) }))
   }
 
   /** A form post as a browser sends it; `headers` override or add (pass undefined to drop one). */
   async post(path: string, form: Form, headers: Record<string, string | undefined> = {}): Promise<LightMyRequestResponse> {
     const merged: Record<string, string> = {}
     for (const [name, value] of Object.entries({
-      ...this.baseHeaders(path),
+      ...this.baseHeaders('POST', path),
       'content-type': 'application/x-www-form-urlencoded',
       ...sameOriginHeaders,
       ...headers,

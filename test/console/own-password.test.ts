@@ -1,10 +1,11 @@
 /**
  * Every signed-in user changes their own password (issue 16): the current
  * password is required, the new one meets the rules of `ctl user create`,
- * wrong guesses are throttled like failed sign-ins, the user's other sessions
- * end while this one stays, and the change is in the audit trail.
+ * wrong guesses are throttled like failed sign-ins, every session of the user
+ * ends and this browser gets a new one, and the change is in the audit trail.
  */
 import t from 'tap'
+import { SESSION_COOKIE } from '@scoped/agency-service/console/cookies'
 import { MAX_FAILURES_PER_EMAIL_AND_CLIENT } from '@scoped/agency-service/console/sign-in-throttle'
 import { ConsoleClient, createUserWith, createWorld, csrfToken, PASSWORD, signedIn, startConsole } from './console-harness.js'
 
@@ -62,18 +63,23 @@ t.test('the form: current password, the new one twice, each refusal beside its f
   t.equal((await pool.query(`SELECT 1 FROM audit_events WHERE type = 'user.password-changed'`)).rowCount, 0, 'and nothing recorded')
 })
 
-t.test('a change keeps this session, ends the others, and only the new password signs in', async (t) => {
+t.test('a change gives this browser a new session, ends every other, and only the new password signs in', async (t) => {
   const { app, pool } = await startConsole(t)
   const world = await createWorld(pool)
   const here = await signedIn(app, world.member.email, '192.0.2.44')
   const elsewhere = await signedIn(app, world.member.email, '198.51.100.9')
   const token = csrfToken((await here.get(FORM)).body)
+  const before = here.jar.get(SESSION_COOKIE)?.value
 
   const changed = await here.post(FORM, { csrf: token, currentPassword: PASSWORD, newPassword: NEW_PASSWORD, newPasswordAgain: NEW_PASSWORD })
   t.equal(changed.statusCode, 303)
   t.equal(changed.headers.location, `${FORM}?notice=changed`)
   t.match((await here.get(String(changed.headers.location))).body, 'Your password was changed. Your other sessions have ended.')
-  t.equal((await here.get('/console')).statusCode, 200, 'this session stays')
+  t.equal((await here.get('/console')).statusCode, 200, 'this browser stays signed in')
+  t.not(here.jar.get(SESSION_COOKIE)?.value, before, 'with a new session token')
+  const stale = new ConsoleClient(app, '192.0.2.44')
+  stale.jar.set(SESSION_COOKIE, { value: before!, path: '/console' })
+  t.equal((await stale.get('/console')).statusCode, 303, 'the token from before the change is signed out')
   t.equal((await elsewhere.get('/console')).statusCode, 303, 'the other one ended at once')
   t.equal((await new ConsoleClient(app).signIn(world.member.email, PASSWORD)).statusCode, 401, 'the old password is refused')
   t.equal((await new ConsoleClient(app).signIn(world.member.email, NEW_PASSWORD)).statusCode, 303, 'the new one signs in')

@@ -9,9 +9,10 @@
  * sign-in throttle counts the client the gateway saw.
  */
 import t from 'tap'
+import { SESSION_COOKIE } from '@scoped/agency-service/console/cookies'
 import { MAX_FAILURES_PER_EMAIL_AND_CLIENT } from '@scoped/agency-service/console/sign-in-throttle'
 import { TenantStore } from '@scoped/agency-service/tenants'
-import { consoleSignIn } from '../helpers/console-https.js'
+import { consoleSignIn, cookiesOf } from '../helpers/console-https.js'
 import { httpsClient } from '../helpers/https.js'
 import { startStack } from '../helpers/stack.js'
 
@@ -45,4 +46,59 @@ t.test('agency-service takes the client address the gateway set, never a chain t
   }
   const throttled = await consoleSignIn(api, email, 'a long and private passphrase', { 'x-forwarded-for': '203.0.113.250' })
   t.equal(throttled.status, 429, 'every failure counted against the one client the gateway saw')
+})
+
+t.test('changing your own password gives the browser a new session token; the one it had is refused', async (t) => {
+  const tenants = new TenantStore(stack.db.pool)
+  const agency = await tenants.createAgency('Rotating')
+  const email = `member-${Date.now()}@example.test`
+  const password = 'a long and private passphrase'
+  await tenants.createUser({ email, password, agencyId: agency.id, role: 'member' })
+  const signedIn = await consoleSignIn(api, email, password)
+  t.equal(signedIn.status, 303, 'signed in')
+  const before = cookiesOf(signedIn).get(SESSION_COOKIE)
+  t.ok(before, 'a session cookie')
+  const asBefore = { cookie: `${SESSION_COOKIE}=${before}` }
+  const form = await api.request('/console/account/password', { headers: asBefore })
+  const csrf = /name="csrf" value="([^"]+)"/.exec(form.text)?.[1] ?? ''
+  const next = 'an entirely different passphrase'
+  const changed = await api.request('/console/account/password', {
+    method: 'POST',
+    headers: { ...asBefore, 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin' },
+    body: new URLSearchParams({ csrf, currentPassword: password, newPassword: next, newPasswordAgain: next }).toString(),
+  })
+  t.equal(changed.status, 303, 'changed')
+  const after = cookiesOf(changed).get(SESSION_COOKIE)
+  t.ok(after !== undefined && after !== before, 'the answer sets a new session token')
+  t.equal((await api.request('/console', { headers: { cookie: `${SESSION_COOKIE}=${after}` } })).status, 200, 'the new token is signed in')
+  const old = await api.request('/console', { headers: asBefore })
+  t.equal(old.status, 303, 'the token from before the change is signed out')
+  t.match(old.headers['location'], /\/console\/sign-in/)
+})
+
+t.test('a request that reaches agency-service directly gets nothing from X-Forwarded-For: the audit trail records its peer', async (t) => {
+  const tenants = new TenantStore(stack.db.pool)
+  const agency = await tenants.createAgency('Direct')
+  const email = `owner-direct-${Date.now()}@example.test`
+  await tenants.createUser({ email, password: 'a long and private passphrase', agencyId: agency.id, role: 'owner' })
+  const origin = `http://127.0.0.1:${stack.backends.agencyPort}`
+  const forged = { 'x-forwarded-for': '203.0.113.99' }
+  const page = await fetch(`${origin}/console/sign-in`, { headers: forged })
+  const csrf = /name="csrf" value="([^"]+)"/.exec(await page.text())?.[1] ?? ''
+  const cookie = page.headers
+    .getSetCookie()
+    .map((line) => line.split(';')[0])
+    .join('; ')
+  const refused = await fetch(`${origin}/console/sign-in`, {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { ...forged, cookie, 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin' },
+    body: new URLSearchParams({ csrf, email, password: 'not the passphrase' }).toString(),
+  })
+  t.equal(refused.status, 401, 'refused, straight from agency-service')
+  const { rows } = await stack.db.pool.query<{ address: string }>(
+    `SELECT host(client_address) AS address FROM audit_events WHERE agency_id = $1 AND type = 'user.sign-in-refused'`,
+    [agency.id],
+  )
+  t.same(rows, [{ address: '127.0.0.1' }], 'the TCP peer, never the address the request claimed')
 })

@@ -18,6 +18,8 @@ import fp from 'fastify-plugin'
 import { errorEnvelopePlugin } from '@scoped/shared/error-envelope-plugin'
 import { createLogger } from '@scoped/shared/logger'
 import { readAudienceSecrets } from '@scoped/shared/secrets'
+import { verifiedClientAddress } from '@scoped/shared/signed-client-address'
+import { AGENCY_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
 import { forwarderPlugin } from '@scoped/gateway/forwarder'
 import { GatewayMetrics } from '@scoped/gateway/metrics'
 import type { Refusal } from '@scoped/gateway/outcomes'
@@ -81,7 +83,7 @@ async function forwarderHarness(t: Test): Promise<ForwarderHarness> {
 `,
     'routes.yaml',
   )
-  const audiences = new Set(routes.routes.flatMap((route) => (route.auth === 'key' ? [route.audience] : [])))
+  const audiences = new Set(routes.routes.map((route) => route.audience))
   const upstreams = new Upstreams({ connections: 2, queue: 2, timeoutMs: 5_000 })
   t.teardown(() => upstreams.close())
   const verifier = new FakeVerifier()
@@ -182,6 +184,17 @@ t.test('a console route: body and query as they came, its cookies, no tenant hea
   const echo = response.json<Echo>()
   t.same([echo.url, echo.body, echo.headers['cookie'], echo.tenant], ['/console/sign-in?agency_id=1', '{"agency_id":"a"}', 'session=1', null])
   t.match(echo.headers['content-digest'], /^sha-256=:/, 'its content-digest, for the console to check')
+  t.equal(echo.headers['x-tenant-client-address'], CLIENT, 'the client address, signed for agency-service')
+  t.equal(
+    verifiedClientAddress(
+      echo.headers,
+      { method: 'POST', pathWithQuery: '/console/sign-in?agency_id=1', audience: AGENCY_SERVICE_AUDIENCE },
+      readAudienceSecrets({ TENANT_SIGNING_SECRET: SECRET }, AGENCY_SERVICE_AUDIENCE),
+      Date.now() / 1000,
+    ),
+    CLIENT,
+    'which verifies under agency-service’s secret',
+  )
   t.equal(decision?.outcome, 'session')
 })
 

@@ -11,6 +11,7 @@ import { request as httpRequest } from 'node:http'
 import { errorCatalog } from '@scoped/shared/errors'
 import { generateKey, KEY_PREFIX } from '@scoped/shared/keys'
 import { tenantHeaders } from '@scoped/shared/tenant-signature'
+import { clientAddressHeaders } from '@scoped/shared/signed-client-address'
 import type { Echo } from '../helpers/echo-upstream.js'
 import { rawHttpsRequest, rawStatus } from '../helpers/https.js'
 import { runCtl } from '../helpers/processes.js'
@@ -161,8 +162,8 @@ t.test('tenant stripping: query, JSON body and x-tenant-* headers; the key is ne
     Object.keys(echo.headers)
       .filter((name) => name.startsWith('x-tenant-'))
       .sort(),
-    Object.values(tenantHeaders).sort(),
-    'only the gateway-set tenant headers',
+    [...Object.values(tenantHeaders), ...Object.values(clientAddressHeaders)].sort(),
+    'only the gateway-set tenant headers (and its signed client address)',
   )
   t.notOk(echo.headers['x-tenant-made-up'])
   t.notOk(echo.headers.authorization, 'no authorization')
@@ -318,8 +319,11 @@ t.test('console routes (auth: session): no key, cookies forwarded, no tenant hea
   t.equal(echo.headers.cookie, 'session=abc')
   t.equal(echo.tenant, null)
   t.same(
-    Object.keys(echo.headers).filter((name) => name.startsWith('x-tenant-')),
-    [],
+    Object.keys(echo.headers)
+      .filter((name) => name.startsWith('x-tenant-'))
+      .sort(),
+    Object.values(clientAddressHeaders).sort(),
+    'no tenant headers: only the client address the gateway signed (none of the caller’s)',
   )
   t.notOk(echo.headers.authorization)
   expectEnvelope(t, await client.request('/consolex'), 401, errorCatalog.missingKey.message)

@@ -2,8 +2,8 @@
  * Who did something, for the audit trail: a console user (by user id), an
  * operator through `ctl` (`ctl:<CTL_ACTOR>`), or an API key (by key id), and
  * the client address it came from when there is one (the console and the API
- * read it from x-forwarded-for, which the gateway always sets to the address
- * it derived; ctl has none).
+ * read request.ip, which is the address the gateway signed for the request,
+ * shared/src/signed-client-address.ts; ctl has none).
  *
  * Code that has only a name passes it as text, as the key records have always
  * held it (`created_by`, `revoked_by`): `user:<id>`, `api-key:<id>`, and

@@ -64,7 +64,7 @@ export function keyRouteContext(app: FastifyInstance, options: KeyRoutesOptions,
   }
 }
 
-/** The signed-in user as the actor of a change, with the client address the gateway derived (x-forwarded-for). */
+/** The signed-in user as the actor of a change, with the client address the gateway derived (and signed). */
 export function consoleActor(request: FastifyRequest): Actor {
   return userActor(sessionOf(request).userId, request.ip)
 }

@@ -10,19 +10,23 @@
  * client address), sign-in-throttle.ts), so the form is no way around them.
  * The new password meets the rules of `ctl user create` (length, the
  * common-password list), checked before the current one, so a refusal of it
- * says nothing about the current one. Every other session of the user ends.
+ * says nothing about the current one. Every session of the user ends, this
+ * one included: the browser gets a new session token with the change, so a
+ * token copied before it is worth nothing.
  */
 import type { FastifyInstance } from 'fastify'
-import type { Pool } from '@scoped/shared/db'
+import type { Pool, PoolClient } from '@scoped/shared/db'
 import { passwordProblem, PasswordHashBusy } from '@scoped/shared/passwords'
 import { userActor } from '../audit/actor.js'
 import { UserService } from '../users/user-service.js'
 import { sessionOf } from './authenticate.js'
+import { cookieOptions, SESSION_COOKIE } from './cookies.js'
 import { FORM_BODY_LIMIT, formField } from './csrf.js'
 import { sendPage } from './error-page.js'
 import type { ConsolePaths } from './paths.js'
 import { consoleRoutes } from './paths.js'
 import { passwordPage } from './password-views.js'
+import { createSession } from './sessions.js'
 import { SIGN_IN_BUSY_MESSAGE, SIGN_IN_THROTTLED_MESSAGE } from './sign-in.js'
 import { SignInThrottle, signInSubjects } from './sign-in-throttle.js'
 
@@ -62,7 +66,8 @@ export async function passwordRoutes(app: FastifyInstance, options: { pool: Pool
     }
     let outcome
     try {
-      outcome = await users.changeOwnPassword(session.userId, current, next, userActor(session.userId, request.ip), session.tokenHash)
+      const replacement = async (client: PoolClient): Promise<string | undefined> => (await createSession(client, session.userId, now()))?.token
+      outcome = await users.changeOwnPassword(session.userId, current, next, userActor(session.userId, request.ip), replacement)
     } catch (error) {
       throttle.abandoned(attempt)
       if (!(error instanceof PasswordHashBusy)) throw error
@@ -75,6 +80,7 @@ export async function passwordRoutes(app: FastifyInstance, options: { pool: Pool
     }
     await throttle.succeeded(attempt)
     request.log.info({ userId: session.userId }, 'console: password changed')
+    reply.setCookie(SESSION_COOKIE, outcome.token, cookieOptions(paths.home))
     return reply.redirect(`${paths.accountPassword}?notice=changed`, 303)
   })
 }

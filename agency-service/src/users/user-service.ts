@@ -58,7 +58,8 @@ function requireAcceptablePassword(password: string): void {
   if (problem !== undefined) throw new ApiError('badRequest', problem, { field: 'password' })
 }
 
-export type OwnPasswordChange = 'changed' | 'wrong-password'
+/** The new session's token (the one presented is gone), or a refusal. */
+export type OwnPasswordChange = { changed: true; token: string } | 'wrong-password'
 
 /** Why an agency's owner may not disable an account that belongs to another agency too. */
 export const SHARED_ACCOUNT_MESSAGE =
@@ -124,11 +125,20 @@ export class UserService {
   /**
    * A signed-in user's own change: the new password meets the policy (a 400
    * otherwise, before anything else), the current one must be right (one
-   * scrypt; the caller throttles wrong guesses like failed sign-ins). Every other session of the user ends; the one in
-   * `keepSessionHash` stays. A disabled user, or a password changed by
-   * someone else since it was checked, changes nothing ('wrong-password').
+   * scrypt; the caller throttles wrong guesses like failed sign-ins). Every
+   * session of the user ends, the one it was made in included, and
+   * `newSession` makes the one that replaces it in the same transaction: the
+   * token that was presented with the old password is worth nothing after the
+   * change. A disabled user, or a password changed by someone else since it
+   * was checked, changes nothing ('wrong-password').
    */
-  async changeOwnPassword(userId: string, current: string, next: string, actor: ActorInput, keepSessionHash: string): Promise<OwnPasswordChange> {
+  async changeOwnPassword(
+    userId: string,
+    current: string,
+    next: string,
+    actor: ActorInput,
+    newSession: (client: PoolClient) => Promise<string | undefined>,
+  ): Promise<OwnPasswordChange> {
     // The new password's rules first: a refusal of it then says nothing about whether the current one was right.
     requireAcceptablePassword(next)
     const { rows } = await this.pool.query<{ password_hash: string }>(`SELECT password_hash FROM users WHERE id = $1 AND disabled_at IS NULL`, [userId])
@@ -143,9 +153,11 @@ export class UserService {
         checked,
       ])
       if (user === undefined || updated.rowCount === 0) return 'wrong-password'
-      await client.query(`DELETE FROM console_sessions WHERE user_id = $1 AND token_hash <> $2`, [userId, keepSessionHash])
+      await client.query(`DELETE FROM console_sessions WHERE user_id = $1`, [userId])
+      const token = await newSession(client)
+      if (token === undefined) throw new Error('no session could be made for a user locked as enabled')
       await recordUserEvent(client, 'user.password-changed', user, toActor(actor))
-      return 'changed'
+      return { changed: true, token }
     })
   }
 }
