@@ -6,7 +6,7 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { clientErrorCode, errorCatalog, errorEnvelope, isApiError } from './errors.js'
+import { clientErrorCode, errorCatalog, errorEnvelope, isApiError, UNAVAILABLE_RETRY_AFTER_SECONDS } from './errors.js'
 
 function validationMessage(error: FastifyError): string {
   const first = error.validation?.[0]
@@ -24,7 +24,9 @@ function validationMessage(error: FastifyError): string {
   return `${name} ${first.message ?? 'is invalid'}`
 }
 
+/** The one writer of an error in the envelope; a 503 always says when to retry (a more precise Retry-After set before stays). */
 export function sendError(reply: FastifyReply, status: number, message: string): FastifyReply {
+  if (status === 503 && !reply.hasHeader('retry-after')) reply.header('retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS))
   return reply.code(status).type('application/json; charset=utf-8').send(errorEnvelope(message))
 }
 
