@@ -29,6 +29,7 @@ import type { KeyLayer, RedisClients } from './key-layer.js'
 import { createKeyLayer } from './key-layer.js'
 import { GatewayMetrics } from './metrics.js'
 import { buildOperationsApp } from './operations.js'
+import { allReady, readinessChecks } from './readiness.js'
 import { createPlainHttpServer } from './plain-http.js'
 import type { TlsCredentials } from './tls.js'
 import { loadTlsCredentials } from './tls.js'
@@ -62,15 +63,6 @@ export interface Gateway {
 const IDLE_GRACE_MS = 1_000
 /** The operations listener's connections: probes and a scraper need a few. */
 const ADMIN_CONNECTIONS = { max: 64, perClient: 64 } as const
-const POSTGRES_CHECK_TIMEOUT_MS = 1_000
-
-async function postgresReachable(pool: Pool): Promise<boolean> {
-  return withDeadline(pool.query('SELECT 1'), POSTGRES_CHECK_TIMEOUT_MS, 'the readiness check').then(
-    () => true,
-    () => false,
-  )
-}
-
 function portOf(server: Server | FastifyInstance['server']): number {
   return (server.address() as AddressInfo).port
 }
@@ -119,16 +111,7 @@ export async function buildGateway(deps: GatewayDeps): Promise<Gateway> {
     ...requestPath(config, keys, upstreams, metrics, log, isDraining),
   })
   const plain = createPlainHttpServer(log, metrics, config.deadlines)
-  // Ready: Postgres answers, this replica is current with the invalidation log (Redis only speeds revocation up)
-  // and has loaded its issued-key filter.
-  const readiness = async (): Promise<Record<string, boolean>> => ({
-    postgres: await postgresReachable(pool),
-    invalidationLog: keys.follower.current,
-    // Every issued key's hash is in memory: until then keys outside it cost a lookup each.
-    issuedKeys: keys.issued.loaded,
-    routes: config.routes.routes.length > 0,
-    accepting: !draining,
-  })
+  const readiness = readinessChecks(config, pool, keys, isDraining)
   const operations = buildOperationsApp(log, metrics, readiness, config.deadlines)
   const guards: ListenerGuards = {
     api: new ConnectionGuard(api.server, { listener: 'api', limits: config.connections, metrics, trustedProxies: config.trustedProxies }),
@@ -136,7 +119,7 @@ export async function buildGateway(deps: GatewayDeps): Promise<Gateway> {
     admin: new ConnectionGuard(operations.server, { listener: 'admin', limits: ADMIN_CONNECTIONS, metrics }),
   }
   // The same checks as gateway_ready, so an alert sees what the load balancer sees.
-  metrics.readiness(async () => Object.values(await readiness()).every(Boolean))
+  metrics.readiness(async () => allReady(await readiness()))
 
   return {
     api,

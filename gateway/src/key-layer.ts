@@ -23,6 +23,7 @@ import { UnknownKeyBudget } from './issued-keys/unknown-key-budget.js'
 import { InvalidationListener } from './invalidation-listener.js'
 import { KeyCache } from './key-cache.js'
 import { KeyVerifier } from './key-verifier.js'
+import type { KeyStore } from './key-verifier.js'
 import { LastUseRecorder } from './last-used.js'
 import type { GatewayMetrics } from './metrics.js'
 import { RedisLeaseStore } from './rate-limit/redis-store.js'
@@ -36,6 +37,8 @@ export interface RedisClients {
 
 export interface KeyLayer {
   cache: KeyCache
+  /** Postgres, the source of truth the verifier reads past the caches (readiness runs it too). */
+  store: KeyStore
   verifier: KeyVerifier
   follower: InvalidationFollower
   listener: InvalidationListener | null
@@ -108,7 +111,8 @@ export function createKeyLayer(
       ? null
       : new InvalidationListener({ subscriber: redis.subscriber, commands: redis.commands, prefix, codec, cache, replicaId, log, metrics, known: issued })
   const shared = redis === null ? null : new RedisKeyCache(redis.commands, prefix, codec, (error) => log.debug({ err: error }, 'redis key cache write failed'))
-  const verifier = new KeyVerifier({ store: { lookup: (hash) => lookupKeyByHash(pool, hash) }, shared, cache, metrics, log })
+  const store: KeyStore = { lookup: (hash) => lookupKeyByHash(pool, hash) }
+  const verifier = new KeyVerifier({ store, shared, cache, metrics, log })
   const lastUse = new LastUseRecorder(pool, log)
   lastUse.onWrite = () => metrics.countRoundTrip('postgres')
   const throttle = new AuthFailureThrottle({
@@ -124,6 +128,7 @@ export function createKeyLayer(
   })
   return {
     cache,
+    store,
     verifier,
     follower,
     listener,

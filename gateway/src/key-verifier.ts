@@ -70,6 +70,8 @@ export class KeyVerifier implements Verifier {
   private readonly maxPending: number
   private readonly maxPerClient: number
   private readonly timeoutMs: number
+  /** The latest store lookup that failed (on this verifier's clock), and why: readiness reports it (readiness.ts). */
+  lastStoreFailure: { at: number; message: string } | undefined
 
   constructor(private readonly deps: KeyVerifierDeps) {
     this.now = deps.now ?? (() => performance.now())
@@ -174,6 +176,7 @@ export class KeyVerifier implements Verifier {
       state = await withDeadline(this.deps.store.lookup(hash), this.timeoutMs, 'key lookup')
     } catch (error) {
       this.deps.log.error({ err: error }, 'key store unavailable')
+      this.lastStoreFailure = { at: this.now(), message: error instanceof Error ? error.message : String(error) }
       return undefined
     }
     if (this.deps.shared !== null) {

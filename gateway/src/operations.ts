@@ -6,11 +6,11 @@
 import Fastify, { LogController } from 'fastify'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import type { Logger } from '@scoped/shared/logger'
+import { UNAVAILABLE_RETRY_AFTER_SECONDS } from '@scoped/shared/errors'
 import type { Deadlines } from './config.js'
 import type { GatewayMetrics } from './metrics.js'
-
-/** Each dependency's readiness: name → ready. */
-export type ReadinessCheck = () => Promise<Record<string, boolean>>
+import type { ReadinessCheck } from './readiness.js'
+import { allReady } from './readiness.js'
 
 /**
  * The API listener's header, request and keep-alive deadlines apply here too,
@@ -28,10 +28,13 @@ export function buildOperationsApp(log: Logger, metrics: GatewayMetrics, readine
     forceCloseConnections: true,
   })
   app.get('/healthz', async () => ({ status: 'ok' }))
+  // Each check by name (true: ready), and for those that fail, why.
   app.get('/readyz', async (_request, reply) => {
-    const checks = await readiness()
-    const ready = Object.values(checks).every(Boolean)
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', checks })
+    const results = await readiness()
+    const checks = Object.fromEntries(Object.entries(results).map(([name, result]) => [name, result.ready]))
+    if (allReady(results)) return reply.code(200).send({ status: 'ready', checks })
+    const reasons = Object.fromEntries(Object.entries(results).flatMap(([name, result]) => (result.ready ? [] : [[name, result.reason]])))
+    return reply.code(503).header('retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS)).send({ status: 'not ready', checks, reasons })
   })
   app.get('/metrics', async (_request, reply) => reply.type(metrics.registry.contentType).send(await metrics.text()))
   return app

@@ -4,7 +4,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { sendError } from '@scoped/shared/error-envelope-plugin'
-import { errorEnvelope } from '@scoped/shared/errors'
+import { errorEnvelope, UNAVAILABLE_RETRY_AFTER_SECONDS } from '@scoped/shared/errors'
 import type { Refusal } from './outcomes.js'
 import { refusals } from './outcomes.js'
 import type { ForwardedDecision } from './request-state.js'
@@ -32,9 +32,6 @@ export function forwardedAnswerHeaders(requestId: string, decision: ForwardedDec
   return own
 }
 
-/** A backend full, for everyone or for this tenant, has a place again as soon as a request to it ends: retry in a second. */
-const RETRY_AFTER: Partial<Record<Refusal, string>> = { 'upstream-busy': '1', 'upstream-share': '1' }
-
 /**
  * The same refusal, written to Node's response directly: for a reply the
  * forwarder has taken over (hijacked) before the backend answered.
@@ -45,10 +42,10 @@ export function refuseRaw(request: FastifyRequest, reply: FastifyReply, outcome:
   const body = JSON.stringify(errorEnvelope(message))
   const response = reply.raw
   if (response.headersSent || response.destroyed) return
-  const retryAfter = RETRY_AFTER[outcome]
   response.writeHead(status, {
     ...(reply.getHeaders() as Record<string, string>),
-    ...(retryAfter === undefined ? {} : { 'retry-after': retryAfter }),
+    // As sendError does for the answers Fastify sends: a backend full, for everyone or for this tenant, has a place again soon.
+    ...(status === 503 ? { 'retry-after': String(UNAVAILABLE_RETRY_AFTER_SECONDS) } : {}),
     'content-type': 'application/json; charset=utf-8',
     'content-length': String(Buffer.byteLength(body)),
   })

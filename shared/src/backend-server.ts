@@ -66,7 +66,8 @@ export function backendServerOptions(logger: Logger): FastifyServerOptions {
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false } },
     // Idle keep-alive connections are closed at shutdown; requests in flight are finished.
     forceCloseConnections: 'idle',
-    return503OnClosing: true,
+    // A request that arrives while the service stops is refused by closeConnectionsWhenStopping, in the envelope.
+    return503OnClosing: false,
   }
 }
 
@@ -75,12 +76,17 @@ export function backendServerOptions(logger: Logger): FastifyServerOptions {
  * Otherwise a keep-alive connection whose request was in flight at SIGTERM
  * (the gateway's, say) would hold the process open until the keep-alive
  * timeout; idle connections are closed at once (`forceCloseConnections`).
+ * A request that arrives meanwhile is refused with 503 in the envelope, with
+ * Retry-After (Fastify's own refusal has neither), and never run.
  */
 export const closeConnectionsWhenStopping = fp(
   async (app: FastifyInstance) => {
     let stopping = false
     app.addHook('preClose', async () => {
       stopping = true
+    })
+    app.addHook('onRequest', async (_request, reply) => {
+      if (stopping) return sendError(reply, errorCatalog.serviceUnavailable.status, errorCatalog.serviceUnavailable.message)
     })
     app.addHook('onSend', async (_request, reply, payload) => {
       if (stopping) reply.header('connection', 'close')

@@ -7,7 +7,7 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { clientErrorCode, errorCatalog, errorEnvelope, isApiError } from './errors.js'
+import { clientErrorCode, errorCatalog, errorEnvelope, isApiError, UNAVAILABLE_RETRY_AFTER_SECONDS } from './errors.js'
 
 function validationMessage(error: FastifyError): string {
   const first = error.validation?.[0]
@@ -33,7 +33,9 @@ function allowedMethods(app: FastifyInstance, request: FastifyRequest): string[]
   return METHODS.filter((method) => method !== request.method && app.findRoute({ method, url: path }) !== null)
 }
 
+/** The one writer of an error in the envelope; a 503 always says when to retry (a more precise Retry-After set before stays). */
 export function sendError(reply: FastifyReply, status: number, message: string): FastifyReply {
+  if (status === 503 && !reply.hasHeader('retry-after')) reply.header('retry-after', String(UNAVAILABLE_RETRY_AFTER_SECONDS))
   return reply.code(status).type('application/json; charset=utf-8').send(errorEnvelope(message))
 }
 

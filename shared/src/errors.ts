@@ -51,6 +51,14 @@ export const errorCatalog = {
 export type ErrorCode = keyof typeof errorCatalog
 
 /**
+ * Every 503, from the gateway and the services alike, says when to retry
+ * (`Retry-After`, in seconds), as every 429 does: what is unavailable (the key
+ * store, a backend's connections, the nonce store, a replica shutting down)
+ * is expected back soon, and a client that waits this long does not pile onto it.
+ */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 2
+
+/**
  * The catalog entry for a client error that Fastify raised by itself rather
  * than one of ours: by status for those the catalog names (413, 415), then,
  * when the caller passes Fastify's error code, by that code; anything else

@@ -72,9 +72,6 @@ export interface TenantVerifierOptions {
   redis?: NonceRedis
 }
 
-/** Seconds a client is told to wait when a nonce could not be checked: Redis is failing fast, or came back. */
-export const NONCE_RETRY_AFTER_SECONDS = 1
-
 /** Why a request was refused, as logged: the signature's own reasons, a nonce seen before, or a body that is not the signed one. */
 export type TenantVerifierRefusal = TenantRefusal | 'replayed' | 'body-mismatch'
 
@@ -194,7 +191,6 @@ export const tenantVerifier = fp(
       // Accepting a nonce that cannot be checked could accept a replay: refused, to be sent again.
       if (seen === 'unavailable') {
         request.log.warn({ reason: 'nonce-unavailable' }, 'tenant signature not checked')
-        reply.header('retry-after', String(NONCE_RETRY_AFTER_SECONDS))
         return sendError(reply, errorCatalog.serviceUnavailable.status, errorCatalog.serviceUnavailable.message)
       }
       const withBody = hasBody(request)

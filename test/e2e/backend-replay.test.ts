@@ -10,6 +10,7 @@
 import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import { TenantStore } from '@scoped/agency-service/tenants'
+import { UNAVAILABLE_RETRY_AFTER_SECONDS } from '@scoped/shared/errors'
 import { readAudienceSecrets } from '@scoped/shared/secrets'
 import { AGENCY_SERVICE_AUDIENCE, RESOURCE_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
 import { createTestDatabase } from '../helpers/database.js'
@@ -74,7 +75,7 @@ t.test('a signed request replayed to another replica of the same backend is refu
     const expectUnavailable = (response: TestResponse, what: string): void => {
       t.equal(response.status, 503, `${what}: 503`)
       t.same(response.json, unavailable, `${what}: in the envelope`)
-      t.equal(response.headers.get('retry-after'), '1', `${what}: Retry-After`)
+      t.equal(response.headers.get('retry-after'), String(UNAVAILABLE_RETRY_AFTER_SECONDS), `${what}: Retry-After`)
     }
     for (const baseUrl of [resourceOne, resourceTwo]) {
       expectUnavailable(await request(baseUrl, 'POST', '/v1/agents', { body: { name: 'Unchecked' }, signing: asSub }), `${baseUrl}: a write`)

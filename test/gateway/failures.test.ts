@@ -51,7 +51,10 @@ t.test(
     await refused('a valid key, past the bound', key.key)
     const ready = await fetch(`http://127.0.0.1:${replica.ports.admin}/readyz`)
     t.equal(ready.status, 503, 'not ready')
-    t.match(await ready.json(), { checks: { postgres: false, invalidationLog: false } })
+    t.match(await ready.json(), {
+      checks: { postgres: false, keyLookup: false, invalidationLog: false },
+      reasons: { postgres: /Postgres/, keyLookup: /key lookup/ },
+    })
 
     await proxy.restore()
     t.equal((await get(key.key)).status, 200, 'recovers by itself')

@@ -15,7 +15,7 @@ import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { connect } from 'node:tls'
 import type { TLSSocket } from 'node:tls'
-import { errorCatalog } from '@scoped/shared/errors'
+import { errorCatalog, UNAVAILABLE_RETRY_AFTER_SECONDS } from '@scoped/shared/errors'
 import { generateKey } from '@scoped/shared/keys'
 import type { Echo } from '../helpers/echo-upstream.js'
 import { rawHttpsRequest, rawStatus } from '../helpers/https.js'
@@ -233,7 +233,7 @@ t.test('a full upstream pool answers 503 at once instead of queueing without end
   const busy = await replica.client.request('/console/sign-in')
   t.equal(busy.status, 503)
   t.same(busy.json, { success: false, message: errorCatalog.upstreamBusy.message })
-  t.equal(busy.headers['retry-after'], '1', 'with when to retry')
+  t.equal(busy.headers['retry-after'], String(UNAVAILABLE_RETRY_AFTER_SECONDS), 'with when to retry')
   for (const response of await Promise.all(slow)) t.equal(response.status, 200, 'the requests holding the pool complete')
   t.equal((await replica.client.request('/v1/agents', { headers: bearer(subKey.key) })).status, 200, 'and the pool serves again')
 })
@@ -318,7 +318,7 @@ t.test('a tenant flooding a slow backend holds only its share: another tenant an
   t.same(answers.map((response) => response.status).sort(), [200, 200, 200, 503, 503, 503, 503, 503], 'the flooder: three answered, the rest refused at once')
   for (const response of answers.filter((answer) => answer.status === 503)) {
     t.same(response.json, { success: false, message: errorCatalog.upstreamBusy.message })
-    t.equal(response.headers['retry-after'], '1', 'with when to retry')
+    t.equal(response.headers['retry-after'], String(UNAVAILABLE_RETRY_AFTER_SECONDS), 'with when to retry')
   }
   t.match(replica.output(), /"outcome":"upstream-share"/, 'logged as over its share of the backend')
 })

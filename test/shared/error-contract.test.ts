@@ -9,7 +9,8 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import Fastify from 'fastify'
 import t from 'tap'
-import { errorCatalog } from '@scoped/shared/errors'
+import { ApiError, errorCatalog, UNAVAILABLE_RETRY_AFTER_SECONDS } from '@scoped/shared/errors'
+import { errorEnvelopePlugin, sendError } from '@scoped/shared/error-envelope-plugin'
 import type { ErrorCode } from '@scoped/shared/errors'
 import { refusals } from '@scoped/gateway/outcomes'
 import type { Refusal } from '@scoped/gateway/outcomes'
@@ -128,7 +129,33 @@ t.test('every gateway refusal is a catalog entry, documented, and respond.ts sen
     if (entry.status === 401) t.equal(response.headers['www-authenticate'], WWW_AUTHENTICATE, `${outcome}: names the scheme`)
     const raw = await app.inject({ method: 'GET', url: `/raw/${outcome}` })
     t.same([raw.statusCode, raw.json()], [entry.status, { success: false, message: entry.message }], `${outcome}: the same when written raw`)
+    if (entry.status === 503) {
+      const retryAfter = String(UNAVAILABLE_RETRY_AFTER_SECONDS)
+      t.same([response.headers['retry-after'], raw.headers['retry-after']], [retryAfter, retryAfter], `${outcome}: says when to retry, both ways`)
+    }
   }
+})
+
+t.test('every 503 says when to retry: the services’ errors and their own refusals too', async (t) => {
+  const app = Fastify()
+  await app.register(errorEnvelopePlugin)
+  const unavailable = entries.filter(([, entry]) => entry.status === 503).map(([code]) => code)
+  t.ok(unavailable.length >= 3, 'the catalog’s 503s')
+  app.get<{ Params: { code: ErrorCode } }>('/thrown/:code', async (request) => {
+    throw new ApiError(request.params.code)
+  })
+  app.get('/named', async () => {
+    throw new ApiError('serviceUnavailable', 'The key was revoked, but not every gateway replica confirmed dropping it')
+  })
+  app.get('/sent', (_request, reply) => sendError(reply, 503, errorCatalog.serviceUnavailable.message))
+  app.get('/own', (_request, reply) => sendError(reply.header('retry-after', '30'), 503, errorCatalog.serviceUnavailable.message))
+  t.teardown(() => app.close())
+  const retryAfter = async (url: string): Promise<unknown> => (await app.inject({ method: 'GET', url })).headers['retry-after']
+  for (const code of unavailable) t.equal(await retryAfter(`/thrown/${code}`), String(UNAVAILABLE_RETRY_AFTER_SECONDS), `${code}, thrown`)
+  t.equal(await retryAfter('/named'), String(UNAVAILABLE_RETRY_AFTER_SECONDS), 'a 503 with a message of its own')
+  t.equal(await retryAfter('/sent'), String(UNAVAILABLE_RETRY_AFTER_SECONDS), 'a 503 sent directly')
+  t.equal(await retryAfter('/own'), '30', 'a more precise Retry-After set before stays')
+  t.equal(await retryAfter('/thrown/badRequest'), undefined, 'and nothing else gets one')
 })
 
 t.test('the README: every row of its error table is in the catalog with the same status, and it points to the rest', async (t) => {

@@ -12,6 +12,7 @@ import Fastify from 'fastify'
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import pino from 'pino'
 import { errorEnvelopePlugin } from '@scoped/shared/error-envelope-plugin'
+import { UNAVAILABLE_RETRY_AFTER_SECONDS } from '@scoped/shared/errors'
 import { readAudienceSecrets } from '@scoped/shared/secrets'
 import type { SigningSecret, Tenant } from '@scoped/shared/tenant-signature'
 import {
@@ -664,7 +665,7 @@ t.test('Redis down, stalled or refusing writes: a signed request is refused with
     const ms = performance.now() - started
     t.equal(response.statusCode, 503, `${what}: 503`)
     t.same(response.json(), unavailable, `${what}: in the envelope`)
-    t.equal(response.headers['retry-after'], '1', `${what}: Retry-After`)
+    t.equal(response.headers['retry-after'], String(UNAVAILABLE_RETRY_AFTER_SECONDS), `${what}: Retry-After`)
     return ms
   }
   t.equal((await get()).statusCode, 200, 'Redis up: served')
