@@ -20,8 +20,13 @@
  * its connections and a quarter of its queue; past that its request is
  * refused at once ("upstream-share", 503 with Retry-After), and a connection
  * that comes free goes to the waiting tenants in turn. The tenant of a
- * request is its key's (`upstreamTenant`); console requests are one tenant
- * of their own.
+ * request is its key's (`upstreamTenant`).
+ *
+ * Console requests (`auth: session` routes, no key) never touch the API's
+ * connections: they have connections of their own to the same origin (a
+ * quarter as many, and a quarter of the queue), so a flood of sign-ins that
+ * the backend answers slowly holds only those, and `/v1/agency` on the same
+ * backend keeps every one of its connections.
  *
  * Transport failures are mapped in one place: too slow is 504, anything
  * else (refused, reset, closed) is 502.
@@ -64,6 +69,13 @@ export function backendBounds(connections: number, queue: number): BackendBounds
   return { connections, queue, tenantConnections: Math.max(1, Math.floor(connections / 2)), tenantQueue: Math.ceil(queue / 4) }
 }
 
+/** The console's own connections to a backend: a quarter of the API's (at least one) and a quarter of its queue, all the console's. */
+export function consoleBounds(connections: number, queue: number): BackendBounds {
+  const own = Math.max(1, Math.ceil(connections / 4))
+  const waiting = Math.ceil(queue / 4)
+  return { connections: own, queue: waiting, tenantConnections: own, tenantQueue: waiting }
+}
+
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT'])
 
 /** The one place transport failures are mapped. */
@@ -99,17 +111,20 @@ export class Upstreams {
     }
   }
 
-  private backend(origin: string): Backend {
-    let backend = this.backends.get(origin)
+  /** The backend of `origin` for API requests, or the console's own one (separate connections to the same origin). */
+  private backend(origin: string, forConsole: boolean): Backend {
+    const name = forConsole ? `console ${origin}` : origin
+    let backend = this.backends.get(name)
     if (backend === undefined) {
-      backend = new Backend(origin, backendBounds(this.options.connections, this.options.queue), {
+      const bounds = (forConsole ? consoleBounds : backendBounds)(this.options.connections, this.options.queue)
+      backend = new Backend(origin, bounds, {
         pipelining: 1,
         keepAliveTimeout: this.options.keepAliveTimeoutMs ?? 30_000,
         headersTimeout: this.options.timeoutMs,
         bodyTimeout: this.options.timeoutMs,
         ...(origin.startsWith('https:') ? { connect: this.connectOptions(origin) } : {}),
       })
-      this.backends.set(origin, backend)
+      this.backends.set(name, backend)
       // Closed already: the new backend refuses its requests too (close marks it at once, before awaiting).
       if (this.closed) void backend.close()
     }
@@ -123,7 +138,7 @@ export class Upstreams {
    * once the exchange has ended.
    */
   acquire(origin: string, tenant: string): BackendShare | UpstreamRefusal {
-    const backend = this.backend(origin)
+    const backend = this.backend(origin, tenant === CONSOLE_TENANT)
     const share = backend.share(tenant)
     return backend.admit(share) ?? share
   }

@@ -16,6 +16,7 @@ import type { Role } from '@scoped/agency-service/users/roles'
 import { consolePlugin } from '@scoped/agency-service/console/index'
 import { appendClientAddress } from '@scoped/shared/signed-client-address'
 import { AGENCY_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
+import { flushSignInRefusals, REFUSAL_MINUTE_MS } from '@scoped/agency-service/users/sign-in-refusals'
 import { createTestDatabase } from '../helpers/database.js'
 import type { Teardown } from '../helpers/teardown.js'
 
@@ -49,6 +50,16 @@ export async function startConsole(t: Teardown, invalidator?: KeyInvalidator): P
   const built = await buildConsoleApp(db.pool, invalidator)
   t.teardown(() => built.app.close())
   return built
+}
+
+/**
+ * Refused sign-ins reach the audit trail once their minute has ended
+ * (users/sign-in-refusals.ts): moves the clock past the minute and writes
+ * them, as the console's timer would.
+ */
+export async function flushRefusals(harness: Pick<ConsoleApp, 'pool' | 'clock'>): Promise<void> {
+  harness.clock.advance(REFUSAL_MINUTE_MS)
+  await flushSignInRefusals(harness.pool, harness.clock.now())
 }
 
 export const PASSWORD = 'correct horse battery staple'

@@ -7,7 +7,7 @@
  */
 import t from 'tap'
 import { SIGN_IN_FAILED_MESSAGE } from '@scoped/agency-service/console/sign-in'
-import { ConsoleClient, createUserWith, createWorld, csrfToken, PASSWORD, signedIn, startConsole } from './console-harness.js'
+import { ConsoleClient, createUserWith, createWorld, csrfToken, flushRefusals, PASSWORD, signedIn, startConsole } from './console-harness.js'
 
 interface EventRow {
   type: string
@@ -121,7 +121,8 @@ t.test('an owner removes a sub-account membership, then an agency membership wit
 })
 
 t.test('an owner disables an account of this agency alone: its sessions end at once and sign-in is refused', async (t) => {
-  const { app, pool } = await startConsole(t)
+  const started = await startConsole(t)
+  const { app, pool } = started
   const world = await createWorld(pool)
   const membersPath = `/console/agencies/${world.agencyId}/members`
   const owner = await signedIn(app, world.owner.email, OWNER_ADDRESS)
@@ -146,6 +147,7 @@ t.test('an owner disables an account of this agency alone: its sessions end at o
   t.match(list.body, new RegExp(`${world.member.email}</th>[\\s\\S]*?Disabled`), 'listed as disabled')
   t.notMatch(list.body, disablePath, 'with nothing more to disable')
 
+  await flushRefusals(started)
   const { rows } = await pool.query<EventRow>(
     `SELECT type, actor_kind, actor_id, sub_account_id, user_id, role, host(client_address) AS client_address
        FROM audit_events WHERE agency_id = $1 AND type IN ('user.disabled', 'user.sign-in-refused') ORDER BY seq`,

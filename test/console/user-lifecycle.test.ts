@@ -11,10 +11,11 @@ import { inTransaction } from '@scoped/shared/db'
 import { createSession } from '@scoped/agency-service/console/sessions'
 import { SIGN_IN_FAILED_MESSAGE } from '@scoped/agency-service/console/sign-in'
 import { UserService } from '@scoped/agency-service/users/user-service'
-import { ConsoleClient, createUserWith, createWorld, signedIn, startConsole } from './console-harness.js'
+import { ConsoleClient, createUserWith, createWorld, flushRefusals, signedIn, startConsole } from './console-harness.js'
 
 t.test('disabling a user ends their sessions at once; signing in is refused exactly like a wrong password, and recorded', async (t) => {
-  const { app, pool } = await startConsole(t)
+  const started = await startConsole(t)
+  const { app, pool } = started
   const acme = await createWorld(pool, 'Acme')
   const globex = await createWorld(pool, 'Globex')
   const user = await createUserWith(pool, acme.agencyId, 'admin')
@@ -52,15 +53,16 @@ t.test('disabling a user ends their sessions at once; signing in is refused exac
     )
   }
 
-  const { rows } = await pool.query<{ type: string; agency_id: string; actor_id: string; role: string; client_address: string }>(
-    `SELECT type, agency_id, actor_id, role, host(client_address) AS client_address FROM audit_events
+  await flushRefusals(started)
+  const { rows } = await pool.query<{ type: string; agency_id: string; actor_id: string; role: string; client_address: string; refusals: number | null }>(
+    `SELECT type, agency_id, actor_id, role, host(client_address) AS client_address, refusals FROM audit_events
       WHERE user_id = $1 AND type <> 'user.created' ORDER BY seq, agency_id`,
     [user.id],
   )
-  const inBoth = (type: string, actorId: string, address: string | null) =>
+  const inBoth = (type: string, actorId: string, address: string | null, refusals: number | null = null) =>
     [
-      { type, agency_id: acme.agencyId, actor_id: actorId, role: 'admin', client_address: address },
-      { type, agency_id: globex.agencyId, actor_id: actorId, role: 'member', client_address: address },
+      { type, agency_id: acme.agencyId, actor_id: actorId, role: 'admin', client_address: address, refusals },
+      { type, agency_id: globex.agencyId, actor_id: actorId, role: 'member', client_address: address, refusals },
     ].sort((a, b) => (a.agency_id < b.agency_id ? -1 : 1))
   t.same(
     rows,
@@ -68,10 +70,9 @@ t.test('disabling a user ends their sessions at once; signing in is refused exac
       ...inBoth('user.signed-in', user.id, '192.0.2.1'),
       ...inBoth('user.signed-in', user.id, '2001:db8::7'),
       ...inBoth('user.disabled', 'ctl:ops', null),
-      ...inBoth('user.sign-in-refused', user.id, '198.51.100.77'),
-      ...inBoth('user.sign-in-refused', user.id, '198.51.100.78'),
+      ...inBoth('user.sign-in-refused', user.id, '198.51.100.78', 2),
     ],
-    'each event in the trail of each of the user’s agencies, with the role there and the client address',
+    'each event in the trail of each of the user’s agencies, with the role there and the client address; the two refusals of one minute as one event with their count and the latest address',
   )
 })
 

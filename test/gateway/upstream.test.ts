@@ -104,6 +104,37 @@ t.test('a tenant holds at most half the connections and a quarter of the queue; 
   t.ok(server.sockets.size <= 4, `never more than four connections (${server.sockets.size})`)
 })
 
+t.test('the console has connections of its own: a flood of console requests holds none of the API’s, and waits in a bounded line', async (t) => {
+  const server = await backend()
+  const pool = upstreams(4, 8)
+  // The console's own: a quarter of the connections (one) and of the queue (two).
+  const flood = ['c1', 'c2', 'c3'].map((name) => upstreamRequest(pool, server.origin, `/hold/${name}`, CONSOLE_TENANT))
+  await waitFor(() => server.held.has('/hold/c1'), 'the first console request to reach the backend')
+  await t.rejects(upstreamRequest(pool, server.origin, '/hold/c4', CONSOLE_TENANT), /upstream-(busy|share)/, 'past its own line: refused at once, not queued')
+  const api = ['a1', 'a2', 'b1', 'b2'].map((name) => upstreamRequest(pool, server.origin, `/hold/${name}`, `tenant ${name[0]!}`))
+  await waitFor(() => ['/hold/a1', '/hold/a2', '/hold/b1', '/hold/b2'].every((path) => server.held.has(path)), 'every API request to reach the backend')
+  t.same(
+    [...server.held.keys()].filter((path) => path.startsWith('/hold/c')),
+    ['/hold/c1'],
+    'the API took all four of its connections while the console held its one',
+  )
+  t.equal(server.sockets.size, 5, 'four connections for the API and one of the console’s own')
+  for (const path of ['/hold/a1', '/hold/a2', '/hold/b1', '/hold/b2']) answer(server, path)
+  t.same(
+    (await Promise.all(api)).map((answered) => answered.status),
+    [200, 200, 200, 200],
+  )
+  for (const name of ['c1', 'c2', 'c3']) {
+    await waitFor(() => server.held.has(`/hold/${name}`), `console request ${name} to reach the backend`)
+    answer(server, `/hold/${name}`)
+  }
+  t.same(
+    (await Promise.all(flood)).map((answered) => answered.status),
+    [200, 200, 200],
+    'and the console’s line is served in turn',
+  )
+})
+
 t.test('a free connection goes to the waiting tenants in turn, not to the tenant that has waited longest', async (t) => {
   const server = await backend()
   // One connection per tenant, two places in each line.

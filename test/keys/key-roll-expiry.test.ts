@@ -114,7 +114,10 @@ t.test('roll: a new key like the old, the old one working until the end of its g
   const again = await keys.roll(rolled.id, 'test', owner)
   t.equal(again.replaces, rolled.id, 'the replacement can be rolled in turn')
   t.equal((await keys.find(rolled.id))!.status, 'expired', 'without a grace period the rolled key ends at once')
-  t.equal((await keys.find(old.id))!.expiresAt, oldNow.expiresAt, 'rolling its replacement leaves the first key as it was')
+  const first = (await keys.find(old.id))!
+  t.equal(first.status, 'expired', 'rolling its replacement ends the first key’s grace at once')
+  t.ok(Date.parse(first.expiresAt!) < graceEnd, 'its expiry brought forward, never extended')
+  t.same(await invalidations(hashKey(old.key)), ['changed', 'changed'], 'and the gateways were told to forget it again')
 
   const revoked = await keys.create(owner, 'revoked', 'test')
   await keys.revoke(revoked.id, 'test')
@@ -138,6 +141,25 @@ t.test('roll never extends an expiry: a key that expires sooner than the grace k
   const old = await keys.create(owner, 'ends soon', 'test', { expiresAt })
   await keys.roll(old.id, 'test', owner, { graceSeconds: 7 * 86_400 })
   t.equal((await keys.find(old.id))!.expiresAt, expiresAt.toISOString())
+})
+
+t.test('a roll carries the expiry policy: the new key lives as long from the roll as the old one was made to live', async (t) => {
+  const tenants = await createTestTenants(db.pool, 'Roll lifetime')
+  const owner: KeyOwner = { scope: 'SUB-ACCOUNT', subAccountId: tenants.subAccountId }
+  const old = await keys.create(owner, 'quarterly', 'test', { expiresAt: new Date(Date.now() + 90 * 86_400_000), allowedCidrs: ['10.0.0.0/8'] })
+  await db.pool.query(`UPDATE api_keys SET rate_limit_rate = 5, rate_limit_burst = 10 WHERE id = $1`, [old.id])
+  const lifetime = Date.parse(old.expiresAt!) - Date.parse(old.createdAt)
+  const rolled = await keys.roll(old.id, 'test', owner, { graceSeconds: 60 })
+  // The database keeps microseconds, the service milliseconds: each instant may lose one.
+  const near = (key: { createdAt: string; expiresAt: string | null }): boolean =>
+    Math.abs(Date.parse(key.expiresAt!) - Date.parse(key.createdAt) - lifetime) <= 2
+  t.ok(near(rolled), 'the same lifetime, from the roll')
+  t.same(rolled.allowedCidrs, ['10.0.0.0/8'], 'the allowlist carried')
+  t.same(rolled.rateLimit, { rate: 5, burst: 10 }, 'the rate limit carried')
+  const again = await keys.roll(rolled.id, 'test', owner)
+  t.ok(near(again), 'and down the chain')
+  const endless = await keys.roll((await keys.create(owner, 'endless', 'test')).id, 'test', owner)
+  t.equal(endless.expiresAt, null, 'a key without expiry is replaced by one without')
 })
 
 t.test('a roll never fails on the limit, and the rolled key gives its place to its replacement', async (t) => {

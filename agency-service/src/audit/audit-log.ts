@@ -26,6 +26,7 @@ export const auditEventTypes = [
   'key.deleted',
   'key.updated',
   'sub-account.created',
+  'sub-account.updated',
   'sub-account.deleted',
   'user.created',
   'user.disabled',
@@ -55,6 +56,8 @@ export interface NewAuditEvent {
   scope?: Scope | null
   /** Required for user.* and membership.* events (the database checks it), absent otherwise. */
   user?: AuditSubjectUser | null
+  /** How many refusals a coalesced user.sign-in-refused event stands for (users/sign-in-refusals.ts). */
+  refusals?: number | null
 }
 
 /** One event, in the API's shape. */
@@ -73,6 +76,8 @@ export interface AuditRecord extends AuditEvent {
   keyName: string | null
   scope: Scope | null
   user: AuditSubjectUser | null
+  /** How many refusals a coalesced user.sign-in-refused event stands for; null on every other event. */
+  refusals: number | null
 }
 
 export interface AuditFilters {
@@ -102,9 +107,11 @@ interface AuditRow {
   user_id: string | null
   user_email: string | null
   role: Role | null
+  refusals: number | null
 }
 
-const COLUMNS = 'id, type, at, actor_kind, actor_id, sub_account_id, key_id, key_name, scope, host(client_address) AS client_address, user_id, user_email, role'
+const COLUMNS =
+  'id, type, at, actor_kind, actor_id, sub_account_id, key_id, key_name, scope, host(client_address) AS client_address, user_id, user_email, role, refusals'
 
 function toRecord(row: AuditRow): AuditRecord {
   return {
@@ -118,6 +125,7 @@ function toRecord(row: AuditRow): AuditRecord {
     keyName: row.key_name,
     scope: row.scope,
     user: row.user_id === null || row.user_email === null ? null : { id: row.user_id, email: row.user_email, role: row.role },
+    refusals: row.refusals,
   }
 }
 
@@ -130,8 +138,8 @@ export function toAuditEvent(record: AuditRecord): AuditEvent {
 /** Records one event inside the caller's transaction. */
 export async function recordAuditEvent(client: PoolClient, event: NewAuditEvent): Promise<void> {
   await client.query(
-    `INSERT INTO audit_events (type, actor_kind, actor_id, agency_id, sub_account_id, key_id, key_name, scope, client_address, user_id, user_email, role)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+    `INSERT INTO audit_events (type, actor_kind, actor_id, agency_id, sub_account_id, key_id, key_name, scope, client_address, user_id, user_email, role, refusals)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
     [
       event.type,
       event.actor.kind,
@@ -145,6 +153,7 @@ export async function recordAuditEvent(client: PoolClient, event: NewAuditEvent)
       event.user?.id ?? null,
       event.user?.email ?? null,
       event.user?.role ?? null,
+      event.refusals ?? null,
     ],
   )
 }

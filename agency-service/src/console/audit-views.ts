@@ -16,6 +16,7 @@ const typeNames: Record<AuditEventType, string> = {
   'key.deleted': 'Key deleted',
   'key.updated': 'Key addresses changed',
   'sub-account.created': 'Sub-account created',
+  'sub-account.updated': 'Default key rate limit changed',
   'sub-account.deleted': 'Sub-account deleted',
   'user.created': 'User created',
   'user.disabled': 'User disabled',

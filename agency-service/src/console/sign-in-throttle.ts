@@ -8,8 +8,11 @@
  *   never refused because of failures made elsewhere;
  * - otherwise the client address (an IPv6 client by its /64, which one host
  *   usually has whole), 20 failures per 15 minutes, which stops one client
- *   spraying many accounts, and the (email, client address) pair, 5 per 15
- *   minutes, which stops one client guessing one account's password.
+ *   spraying many accounts, the (email, client address) pair, 5 per 15
+ *   minutes, which stops one client guessing one account's password, and the
+ *   client's network (an IPv6 /48, an IPv4 /24), 60 per 15 minutes, an
+ *   aggregate allowance that stops one site from spreading its guesses over
+ *   the many /64s (or addresses) it holds.
  * There is deliberately no limit per email alone: anyone could keep it
  * exhausted and lock the account's owner out. Guessing from many addresses
  * is slowed per address and held back by the password rules (length, the
@@ -34,12 +37,14 @@ export const SIGN_IN_WINDOW_MS = 15 * 60_000
 export const MAX_FAILURES_PER_CLIENT = 20
 export const MAX_FAILURES_PER_EMAIL_AND_CLIENT = 5
 export const MAX_FAILURES_PER_DEVICE = 10
+/** Failures per network (an IPv6 /48, an IPv4 /24) in the window, all its clients together. */
+export const MAX_FAILURES_PER_NETWORK = 60
 /** Subjects remembered per process; past it the least recently touched is dropped (Postgres still has it). */
 export const DEFAULT_MAX_SUBJECTS = 50_000
 /** Old rows are deleted at most this often, by an attempt that reaches Postgres anyway. */
 const PRUNE_EVERY_MS = 60_000
 
-export type SubjectKind = 'client' | 'email-client' | 'device'
+export type SubjectKind = 'client' | 'email-client' | 'network' | 'device'
 
 export interface Subject {
   kind: SubjectKind
@@ -52,24 +57,37 @@ function digest(value: string): string {
   return createHash('sha256').update(value).digest('hex')
 }
 
+/** The eight groups of a normalized IPv6 address, `::` expanded. */
+function ipv6Groups(normalized: string): string[] {
+  const [head = '', tail] = normalized.split('::')
+  const left = head === '' ? [] : head.split(':')
+  const right = tail === undefined || tail === '' ? [] : tail.split(':')
+  return tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right]
+}
+
 /** The part of a client address that names one client: an IPv4 address, or the /64 of an IPv6 one. */
 export function clientKey(address: string): string {
   const normalized = normalizeAddress(address) ?? address
   if (familyOf(normalized) !== 'ipv6') return normalized
-  const [head = '', tail] = normalized.split('::')
-  const left = head === '' ? [] : head.split(':')
-  const right = tail === undefined || tail === '' ? [] : tail.split(':')
-  const groups = tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right]
-  return `${groups.slice(0, 4).join(':')}::/64`
+  return `${ipv6Groups(normalized).slice(0, 4).join(':')}::/64`
 }
 
-/** What one attempt counts against: its known device alone, or its client and (email, client). */
+/** The network a client address belongs to, for the aggregate allowance: the /24 of an IPv4 address, the /48 of an IPv6 one. */
+export function networkKey(address: string): string {
+  const normalized = normalizeAddress(address) ?? address
+  if (familyOf(normalized) === 'ipv6') return `${ipv6Groups(normalized).slice(0, 3).join(':')}::/48`
+  const octets = normalized.split('.')
+  return octets.length === 4 ? `${octets.slice(0, 3).join('.')}.0/24` : normalized
+}
+
+/** What one attempt counts against: its known device alone, or its client, (email, client) and network. */
 export function signInSubjects(email: string, clientAddress: string, device: Device | undefined): Subject[] {
   if (device !== undefined) return [{ kind: 'device', hash: digest(`device:${device.userId}:${device.deviceId}`), limit: MAX_FAILURES_PER_DEVICE }]
   const client = clientKey(clientAddress)
   return [
     { kind: 'client', hash: digest(`client:${client}`), limit: MAX_FAILURES_PER_CLIENT },
     { kind: 'email-client', hash: digest(`email-client:${email}\n${client}`), limit: MAX_FAILURES_PER_EMAIL_AND_CLIENT },
+    { kind: 'network', hash: digest(`network:${networkKey(clientAddress)}`), limit: MAX_FAILURES_PER_NETWORK },
   ]
 }
 
@@ -211,11 +229,12 @@ export class SignInThrottle {
   /**
    * The password was right: this attempt was no failure, and the failures
    * of its (email, client) or (user, device) subject are forgiven. The client
-   * address keeps its count (a valid account must not reset a sprayer's).
+   * address and its network keep their counts (a valid account must not
+   * reset a sprayer's).
    */
   async succeeded(attempt: Extract<SignInAttempt, { allowed: true }>): Promise<void> {
     if (!this.settle(attempt)) return
-    const forgiven = attempt.subjects.filter((subject) => subject.kind !== 'client').map((subject) => subject.hash)
+    const forgiven = attempt.subjects.filter((subject) => subject.kind === 'email-client' || subject.kind === 'device').map((subject) => subject.hash)
     for (const hash of forgiven) this.entry(hash, attempt.at.getTime()).failures = []
     if (forgiven.length > 0) await this.pool.query(`DELETE FROM console_sign_in_failures WHERE subject = ANY($1::text[])`, [forgiven])
   }

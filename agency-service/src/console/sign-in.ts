@@ -5,17 +5,21 @@
  * session exists yet); failures are throttled per client address and per
  * (email, client address), or per (user, device) for a browser that signed
  * in as that user before, decided from memory first so a refused attempt
- * costs no database work (sign-in-throttle.ts, device-cookie.ts); an unknown
+ * costs no database work (sign-in-throttle.ts, device-cookie.ts); attempts
+ * wait for their password check in a short line where known devices go first
+ * and strangers past a small budget are refused at once (sign-in-line.ts);
+ * an unknown
  * email costs the same scrypt work as a known one, and a disabled user gets
  * the refusal of a wrong password after the same check, so neither the
  * answer nor its timing tells whether an account exists or is disabled; a
  * hash of an older cost is replaced by one at today's; and success replaces
  * any earlier session with a new one (never reusing a token the browser had
  * before) and marks the browser as a known device of the user. Every sign-in
- * and every refusal of a known user is recorded in the audit trail of each of
- * the user's agencies (user.signed-in, user.sign-in-refused, with the client
- * address); an unknown email has no trail to go to. Sign-out deletes the
- * session row and the cookie.
+ * is recorded in the audit trail of each of the user's agencies
+ * (user.signed-in, with the client address), and the refusals of a known user
+ * too, coalesced to one user.sign-in-refused event per user per minute with
+ * its count (users/sign-in-refusals.ts); an unknown email has no trail to go
+ * to. Sign-out deletes the session row and the cookie.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Pool } from '@scoped/shared/db'
@@ -36,7 +40,10 @@ import type { SignInAttempt } from './sign-in-throttle.js'
 import { SignInThrottle, signInSubjects } from './sign-in-throttle.js'
 import { csrfHook, sessionHook, sessionOf } from './authenticate.js'
 import { userActor } from '../audit/actor.js'
+import { countSignInRefusal, FLUSH_EVERY_MS, flushSignInRefusals } from '../users/sign-in-refusals.js'
 import { recordUserEvent } from '../users/user-events.js'
+import type { SignInPlace } from './sign-in-line.js'
+import { LINE_RETRY_AFTER_SECONDS, SignInLine } from './sign-in-line.js'
 
 const EMAIL_MAX_LENGTH = 254
 
@@ -98,6 +105,8 @@ export interface SignInOptions {
   paths: ConsolePaths
   /** The MAC secret of the device cookie (CONSOLE_DEVICE_SECRET, or derived). */
   deviceSecret: Buffer
+  /** The line of password checks (one per process; a parameter so tests can size it). */
+  line?: SignInLine
 }
 
 /**
@@ -109,6 +118,7 @@ const DECOY_HASH = unmatchableHash()
 
 interface SignInContext extends SignInOptions {
   throttle: SignInThrottle
+  line: SignInLine
 }
 
 type AllowedAttempt = Extract<SignInAttempt, { allowed: true }>
@@ -122,7 +132,14 @@ interface SignInForm {
 
 export async function signInRoutes(app: FastifyInstance, options: SignInOptions): Promise<void> {
   const { pool, now, paths } = options
-  const context: SignInContext = { ...options, throttle: new SignInThrottle(pool) }
+  const context: SignInContext = { ...options, throttle: new SignInThrottle(pool), line: options.line ?? new SignInLine() }
+  // The minutes of refusals that have ended go to the audit trail (every replica flushes; each minute is written once).
+  const flush = (): void => {
+    flushSignInRefusals(pool, now()).catch((error: unknown) => app.log.warn({ err: error }, 'console: could not write refused sign-ins to the audit trail'))
+  }
+  const timer = setInterval(flush, FLUSH_EVERY_MS)
+  timer.unref()
+  app.addHook('onClose', async () => clearInterval(timer))
 
   app.get(consoleRoutes.signIn, async (request, reply) => {
     if ((await findSession(pool, request.cookies[SESSION_COOKIE], now())) !== undefined) return reply.redirect(paths.home, 303)
@@ -147,7 +164,7 @@ export async function signInRoutes(app: FastifyInstance, options: SignInOptions)
 
 /** The form's CSRF check, the throttle, the password check, then a new session: each step may end the attempt with its page. */
 async function signIn(context: SignInContext, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
-  const { paths, now, deviceSecret, throttle } = context
+  const { paths, now, deviceSecret } = context
   const form: SignInForm = {
     email: (formField(request, 'email') ?? '').trim().toLowerCase().slice(0, EMAIL_MAX_LENGTH),
     password: formField(request, 'password') ?? '',
@@ -162,6 +179,29 @@ async function signIn(context: SignInContext, request: FastifyRequest, reply: Fa
   }
   // A browser that signed in as this account before is judged on its own record, not on failures from elsewhere.
   const device = readDeviceCookie(deviceSecret, request.cookies[DEVICE_COOKIE], email, now())
+  const place = context.line.enter(device === undefined ? 'stranger' : 'known-device')
+  if (place === undefined) {
+    request.log.warn({ knownDevice: device !== undefined }, 'console: sign-in refused, the line of password checks is full')
+    const page = signInPage(paths, { csrfToken, email, error: SIGN_IN_BUSY_MESSAGE })
+    return sendPage(reply.header('retry-after', String(LINE_RETRY_AFTER_SECONDS)), 429, page)
+  }
+  try {
+    return await signInWithPlace(context, request, reply, { form, device, place })
+  } finally {
+    place.leave()
+  }
+}
+
+/** Once its turn in the line has come: the throttle, the password check, then a new session. */
+async function signInWithPlace(
+  context: SignInContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  { form, device, place }: { form: SignInForm; device: Device | undefined; place: SignInPlace },
+): Promise<FastifyReply> {
+  const { paths, now, throttle } = context
+  const { email, csrfToken } = form
+  await place.turn
   const attempt = await throttle.begin(signInSubjects(email, request.ip, device), now())
   if (!attempt.allowed) {
     request.log.warn({ decidedBy: attempt.decidedBy, knownDevice: device !== undefined }, 'console: sign-in throttled')
@@ -208,7 +248,7 @@ async function checkPassword(
 
 /** A failed sign-in: counted, recorded for a known user, and answered like every other (the same message, whatever failed). */
 async function refuseSignIn(
-  { pool, paths, throttle }: SignInContext,
+  { pool, paths, throttle, now }: SignInContext,
   request: FastifyRequest,
   reply: FastifyReply,
   form: SignInForm,
@@ -217,7 +257,8 @@ async function refuseSignIn(
   known: SignInUser | undefined,
 ): Promise<FastifyReply> {
   await throttle.failed(attempt)
-  if (known !== undefined) await inTransaction(pool, (client) => recordUserEvent(client, 'user.sign-in-refused', known, userActor(known.id, request.ip)))
+  // Coalesced: one event per user per minute, with the count (an attacker's rate must not grow the trail).
+  if (known !== undefined) await countSignInRefusal(pool, known.id, request.ip, now())
   request.log.info({ knownDevice: device !== undefined, ...(known?.disabled === true ? { userId: known.id, disabled: true } : {}) }, 'console: sign-in failed')
   return sendPage(reply, 401, signInPage(paths, { csrfToken: form.csrfToken, email: form.email, error: SIGN_IN_FAILED_MESSAGE }))
 }

@@ -20,7 +20,7 @@ export interface EventUser {
 }
 
 /** Records `type` about `user` in each of their agencies' trails, inside the caller's transaction; answers how many. */
-export async function recordUserEvent(client: PoolClient, type: UserEventType, user: EventUser, actor: Actor): Promise<number> {
+export async function recordUserEvent(client: PoolClient, type: UserEventType, user: EventUser, actor: Actor, refusals?: number): Promise<number> {
   const { rows } = await client.query<{ agency_id: string; role: Role }>(
     `SELECT agency_id, role FROM agency_memberships WHERE user_id = $1 ORDER BY agency_id`,
     [user.id],
@@ -32,6 +32,7 @@ export async function recordUserEvent(client: PoolClient, type: UserEventType, u
       agencyId: membership.agency_id,
       subAccountId: null,
       user: { id: user.id, email: user.email, role: membership.role },
+      refusals: refusals ?? null,
     })
   }
   return rows.length
