@@ -44,7 +44,7 @@ const POLL_TIMEOUT_MS = 1_500
 export function applyInvalidations(cache: KeyCache, keys: readonly KeyInvalidation[], now: number): void {
   for (const key of keys) {
     if (isTerminal(key.state)) cache.end(key.hash, key.state, now)
-    else cache.forget(key.hash)
+    else cache.changed(key.hash, key.version, now)
   }
 }
 
