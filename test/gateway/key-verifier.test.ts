@@ -7,7 +7,9 @@
  * "unknown"; that a lookup racing a revoke never puts the key back; that a
  * Redis entry that fails its MAC is ignored; that a genuine Redis "active"
  * entry is believed only while this replica is current with the invalidation
- * log; SET NX against the revoker's marker; and the Redis listener.
+ * log; compare-and-set on the state version (never over the revoker's
+ * marker, never an older version over a newer); a lookup that raced a
+ * change; and the Redis listener.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { randomUUID } from 'node:crypto'
