@@ -9,8 +9,11 @@
  * the body limit, before a backend connection is used: a slow client holds
  * only its own connection, never a backend's. Then, on API routes:
  *   1. the key is checked again (authorize, as the gate did) if anything was
- *      invalidated while the body arrived or its expiry has passed since (a
- *      key revoked meanwhile gets 401 and nothing is forwarded);
+ *      invalidated while the body arrived, if this replica is not current
+ *      with the invalidation log now (it may not have heard of a revoke:
+ *      paused, or cut off from Postgres; the second look then reads
+ *      Postgres), or if its expiry has passed since (a key revoked meanwhile
+ *      gets 401 and nothing is forwarded);
  *   2. a JSON body loses its tenant fields (json-body.ts), the query its
  *      tenant parameters (tenant-stripping.ts); others go as they are;
  *   3. the tenant headers are signed for the route's audience, over the
@@ -129,9 +132,14 @@ class Forwarder {
     return this.checkAgain(request, reply, decision).then((authorized) => (authorized ? this.sendWithKey(request, reply, decision) : undefined))
   }
 
-  /** Whether the key's verification still stands: nothing was invalidated since, and its own expiry has not passed. */
+  /**
+   * Whether the key's verification still stands: nothing was invalidated since, this replica is current
+   * (whatever the generation says: a replica that lost currency learns so only when something asks), and
+   * the key's own expiry has not passed.
+   */
   private stillCurrent(decision: KeyDecision): boolean {
-    return this.options.verifier.generation === decision.generation && !isExpired(decision.key.expiresAt, Date.now())
+    const { verifier } = this.options
+    return verifier.generation === decision.generation && verifier.isCurrent(performance.now()) && !isExpired(decision.key.expiresAt, Date.now())
   }
 
   /** The key checked again, as the gate checks it (authorize); false when the request was refused. */

@@ -52,7 +52,7 @@ export function applyInvalidations(cache: KeyCache, keys: readonly KeyInvalidati
   for (const key of keys) {
     known?.add(key.hash)
     if (isTerminal(key.state)) cache.end(key.hash, key.state, now)
-    else cache.forget(key.hash)
+    else cache.changed(key.hash, key.version, now)
   }
 }
 

@@ -15,6 +15,15 @@
  *   stored, and Redis "active" entries are not believed either.
  * - unknown: negative entries, bounded, oldest dropped first.
  *
+ * Besides the entries, the newest state version heard of per key that
+ * changed (an invalidation's version: a roll, an allowlist or rate-limit
+ * change, a new expiry), kept as long as ended entries and for the same
+ * reason: a state older than it, from Redis (left behind by a change that
+ * could not write there, or written back by someone) or from a lookup that
+ * raced the change, is never believed or stored. Should more keys change
+ * within that time than the pins hold, the oldest pin is dropped and Redis
+ * active entries are not believed at all until it would have expired.
+ *
  * `generation` changes whenever an entry is dropped or ended, or currency is
  * lost; a fill is skipped when the generation moved while its lookup was in
  * flight, so a lookup that raced a revoke can never put the key back; and the
@@ -23,6 +32,7 @@
  * Times are milliseconds of a monotonic clock (performance.now()).
  */
 import type { KeyState, TerminalStatus } from '@scoped/shared/key-state'
+import { stateVersion } from '@scoped/shared/key-state'
 
 interface Entry<S extends KeyState = KeyState> {
   state: S
@@ -68,6 +78,10 @@ export class KeyCache {
   private readonly active = new Map<string, Entry>()
   private readonly unknown = new Map<string, Entry>()
   private readonly ended = new Map<string, Entry<{ status: TerminalStatus }>>()
+  /** The newest state version heard of, per key that changed. */
+  private readonly pins = new Map<string, { version: number; expiresAt: number }>()
+  /** Until when Redis active entries are not believed at all, because a live pin was dropped for room. */
+  private sharedDistrustedUntil = -Infinity
   private currentUntil = -Infinity
   private wasCurrent = false
 
@@ -119,7 +133,7 @@ export class KeyCache {
     if (generationAtStart !== this.generation) return false
     switch (state.status) {
       case 'active':
-        if (!this.isCurrent(now)) return false
+        if (!this.isCurrent(now) || this.isStale(hash, stateVersion(state), now)) return false
         setBounded(this.active, hash, { state, expiresAt: now + this.options.activeTtlMs }, this.options.maxEntries)
         return true
       case 'unknown':
@@ -149,6 +163,38 @@ export class KeyCache {
     this.generation++
     this.active.delete(hash)
     this.unknown.delete(hash)
+  }
+
+  /** The key's record changed to `version`: forgotten, and every state older than that refused from now on. */
+  changed(hash: string, version: number | undefined, now: number): void {
+    this.forget(hash)
+    if (version === undefined) return
+    const pinned = this.pins.get(hash)
+    if (pinned !== undefined && pinned.expiresAt > now && pinned.version >= version) return
+    this.pins.delete(hash)
+    if (this.pins.size >= this.options.maxEnded) {
+      const [oldestHash, oldest] = this.pins.entries().next().value!
+      this.pins.delete(oldestHash)
+      if (oldest.expiresAt > now) this.sharedDistrustedUntil = Math.max(this.sharedDistrustedUntil, oldest.expiresAt)
+    }
+    this.pins.set(hash, { version, expiresAt: now + this.options.endedTtlMs })
+  }
+
+  /** Whether an active state of `version` is older than a change heard of (it must not be believed or stored). */
+  isStale(hash: string, version: number, now: number): boolean {
+    const pinned = this.pins.get(hash)
+    if (pinned === undefined) return false
+    if (pinned.expiresAt <= now) {
+      this.pins.delete(hash)
+      return false
+    }
+    return version < pinned.version
+  }
+
+  /** Whether an active state read from Redis may be believed: the cache is current and the state no older than any change heard of. */
+  believesShared(hash: string, state: KeyState, now: number): boolean {
+    if (state.status !== 'active') return true
+    return now >= this.sharedDistrustedUntil && this.isCurrent(now) && !this.isStale(hash, stateVersion(state), now)
   }
 
   /** Entry counts, for metrics and tests. */

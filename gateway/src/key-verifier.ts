@@ -14,6 +14,7 @@ import { withDeadline } from '@scoped/shared/deadline'
 import { clientGroup } from '@scoped/shared/ip-address'
 import type { Logger } from '@scoped/shared/logger'
 import type { KeyState } from '@scoped/shared/key-state'
+import { stateVersion } from '@scoped/shared/key-state'
 import type { KeyCache } from './key-cache.js'
 import type { GatewayMetrics } from './metrics.js'
 import type { SharedKeyCache } from './redis-key-cache.js'
@@ -26,6 +27,8 @@ export interface Verifier {
   readonly generation: number
   /** The hot path: a state from the in-process cache, or undefined. */
   cached(hash: string, now: number): KeyState | undefined
+  /** Whether this replica is current with the invalidation log (monotonic `now`): if not, a key is checked again before forwarding. */
+  isCurrent(now: number): boolean
   /**
    * Past the in-process cache: Redis, then Postgres; `unavailable` when they cannot answer, never a pass.
    * With a client address, the lookup counts against that client's slots; without, it does not.
@@ -85,6 +88,10 @@ export class KeyVerifier implements Verifier {
     return this.deps.cache.generation
   }
 
+  isCurrent(now: number): boolean {
+    return this.deps.cache.isCurrent(now)
+  }
+
   /** The hot path: a state from the in-process cache, or undefined. */
   cached(hash: string, now: number): KeyState | undefined {
     const state = this.deps.cache.get(hash, now)
@@ -138,7 +145,7 @@ export class KeyVerifier implements Verifier {
     this.pending++
     try {
       const generation = this.deps.cache.generation
-      const state = (await this.readShared(hash)) ?? (await this.readStore(hash))
+      const state = (await this.readShared(hash)) ?? (await this.readStore(hash, generation))
       if (state !== undefined) this.deps.cache.fill(hash, state, generation, this.now())
       return state ?? UNAVAILABLE
     } finally {
@@ -157,8 +164,8 @@ export class KeyVerifier implements Verifier {
         this.deps.log.warn('ignored a Redis key cache entry that failed its check (forged, moved or malformed)')
         return undefined
       }
-      // An active entry may predate a revoke this replica has not heard of yet: believed only while current.
-      const believed = state !== undefined && (state.status !== 'active' || this.deps.cache.isCurrent(this.now())) ? state : undefined
+      // An active entry may predate a revoke or a change: believed only while current, and never when older than a change heard of.
+      const believed = state !== undefined && this.deps.cache.believesShared(hash, state, this.now()) ? state : undefined
       this.deps.metrics.countCache('redis', believed === undefined ? 'miss' : 'hit')
       return believed
     } catch (error) {
@@ -169,7 +176,7 @@ export class KeyVerifier implements Verifier {
     }
   }
 
-  private async readStore(hash: string): Promise<KeyState | undefined> {
+  private async readStore(hash: string, generationAtStart: number): Promise<KeyState | undefined> {
     let state: KeyState
     try {
       this.deps.metrics.countRoundTrip('postgres')
@@ -179,10 +186,23 @@ export class KeyVerifier implements Verifier {
       this.lastStoreFailure = { at: this.now(), message: error instanceof Error ? error.message : String(error) }
       return undefined
     }
-    if (this.deps.shared !== null) {
+    if (this.deps.shared !== null && this.mayWriteBack(hash, state, generationAtStart)) {
       this.deps.metrics.countRoundTrip('redis')
       this.deps.shared.write(hash, state)
     }
     return state
+  }
+
+  /**
+   * Whether a state read from Postgres may go to Redis for the other replicas: never one read before a
+   * change this replica has heard of since (the generation moved, or it is older than a pinned version), nor
+   * by a replica that is not current (it may not have heard of one). Other states go as they are (ended
+   * ones are final; Redis takes an unknown one only where it has nothing).
+   */
+  private mayWriteBack(hash: string, state: KeyState, generationAtStart: number): boolean {
+    if (state.status !== 'active') return true
+    const { cache } = this.deps
+    const now = this.now()
+    return cache.isCurrent(now) && cache.generation === generationAtStart && !cache.isStale(hash, stateVersion(state), now)
   }
 }

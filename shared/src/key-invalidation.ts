@@ -156,7 +156,7 @@ export class KeyRevocationNotifier implements KeyInvalidator {
     const now = Date.now()
     const markers = redis.commands.multi()
     for (const key of keys) {
-      // A terminal marker replaces whatever entry there was (gateways fill only with SET NX); a changed key is simply forgotten.
+      // A terminal marker replaces whatever entry there was (gateways never write over one); a changed key is forgotten, and its version refuses anything older.
       if (isTerminal(key.state)) {
         const ttl = redisTtlSeconds.terminal
         markers.set(names.cacheEntry(key.hash), redis.codec.encodeEntry(key.hash, { status: key.state }, now + ttl * 1000), 'EX', ttl)

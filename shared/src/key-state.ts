@@ -40,6 +40,11 @@ export interface ActiveKeyState {
   allowedCidrs?: readonly string[]
   /** The key's own rate limit, replacing the route's `key` limit on every route of its scope; absent: the routes file's. */
   rateLimit?: RateLimit
+  /**
+   * The key's state version (api_keys.state_version): one more with every change of what is cached about
+   * it. A replica refuses a state older than the newest version it has heard of. Absent: 0, older than any.
+   */
+  version?: number
 }
 
 /** What is known about a key, by its hash. */
@@ -60,6 +65,17 @@ export type InvalidatedState = TerminalStatus | 'changed' | 'created'
 export interface KeyInvalidation {
   hash: string
   state: InvalidatedState
+  /** For `changed`: the state version the change made; every state older than it is refused from then on. */
+  version?: number
+}
+
+/** The version of a state: its own, or 0 (older than any change) for a state written without one. */
+export function stateVersion(state: ActiveKeyState): number {
+  return state.version ?? 0
+}
+
+function isVersion(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0
 }
 
 export function isTerminal(status: string): status is TerminalStatus {
@@ -117,7 +133,7 @@ export class KeyStateCodec {
    * A Redis cache entry for `hash`, valid until `expiresAtMs` (wall clock).
    * An active key's limits go along when it has them: `x`, the key's own
    * expiry (epoch ms), `c`, its allowlist, and `r`, its rate limit as
-   * [rate, burst]. An entry without them (among them every entry written
+   * [rate, burst], and `v`, its state version. An entry without them (among them every entry written
    * before they existed) reads as a key without them.
    */
   encodeEntry(hash: string, state: KeyState, expiresAtMs: number): string {
@@ -127,6 +143,7 @@ export class KeyStateCodec {
       if (state.expiresAt !== undefined && state.expiresAt !== null) payload['x'] = state.expiresAt
       if (state.allowedCidrs !== undefined && state.allowedCidrs.length > 0) payload['c'] = state.allowedCidrs
       if (state.rateLimit !== undefined) payload['r'] = [state.rateLimit.rate, state.rateLimit.burst]
+      if (state.version !== undefined) payload['v'] = state.version
     }
     return this.sealed(`key-state v1 ${hash}`, JSON.stringify(payload))
   }
@@ -162,11 +179,17 @@ export class KeyStateCodec {
       if (!isRate(rate) || !isBurst(burst)) return undefined
       state.rateLimit = { rate, burst }
     }
+    const version = value['v']
+    if (version !== undefined) {
+      if (!isVersion(version)) return undefined
+      state.version = version
+    }
     return state
   }
 
   encodeMessage(message: InvalidationMessage): string {
-    return this.sealed('invalidation v1', JSON.stringify({ id: message.id, k: message.keys.map((key) => [key.hash, key.state]) }))
+    const keys = message.keys.map((key) => (key.version === undefined ? [key.hash, key.state] : [key.hash, key.state, key.version]))
+    return this.sealed('invalidation v1', JSON.stringify({ id: message.id, k: keys }))
   }
 
   decodeMessage(text: string): InvalidationMessage | undefined {
@@ -176,11 +199,12 @@ export class KeyStateCodec {
     if (value === undefined || typeof value['id'] !== 'string' || !Array.isArray(value['k'])) return undefined
     const keys: KeyInvalidation[] = []
     for (const entry of value['k'] as unknown[]) {
-      if (!Array.isArray(entry)) return undefined
-      const [hash, state] = entry as unknown[]
+      if (!Array.isArray(entry) || entry.length > 3) return undefined
+      const [hash, state, version] = entry as unknown[]
       if (typeof hash !== 'string' || !HASH_PATTERN.test(hash) || (state !== 'revoked' && state !== 'deleted' && state !== 'changed' && state !== 'created'))
         return undefined
-      keys.push({ hash, state })
+      if (version !== undefined && !isVersion(version)) return undefined
+      keys.push(version === undefined ? { hash, state } : { hash, state, version })
     }
     return { id: value['id'], keys }
   }

@@ -29,15 +29,16 @@ interface LookupRow {
   allowed_cidrs: string[] | null
   rate_limit_rate: number | null
   rate_limit_burst: number | null
+  state_version: number | null
 }
 
 const LOOKUP_SQL = `
   SELECT id, scope, agency_id, sub_account_id, revoked_at IS NOT NULL AS revoked, false AS deleted,
          floor(extract(epoch FROM expires_at) * 1000)::float8 AS expires_ms, allowed_cidrs::text[] AS allowed_cidrs,
-         rate_limit_rate, rate_limit_burst
+         rate_limit_rate, rate_limit_burst, state_version::float8 AS state_version
     FROM api_keys WHERE key_hash = $1
   UNION ALL
-  SELECT NULL, NULL, NULL, NULL, false, true, NULL, NULL, NULL, NULL FROM deleted_api_keys WHERE key_hash = $1
+  SELECT NULL, NULL, NULL, NULL, false, true, NULL, NULL, NULL, NULL, NULL FROM deleted_api_keys WHERE key_hash = $1
   LIMIT 1`
 
 /**
@@ -84,6 +85,7 @@ export async function lookupKeyByHash(pool: Pool, hash: string): Promise<KeyStat
   if (row.expires_ms !== null) state.expiresAt = row.expires_ms
   if (row.allowed_cidrs !== null && row.allowed_cidrs.length > 0) state.allowedCidrs = canonicalCidrs(row.allowed_cidrs)
   if (row.rate_limit_rate !== null && row.rate_limit_burst !== null) state.rateLimit = { rate: row.rate_limit_rate, burst: row.rate_limit_burst }
+  if (row.state_version !== null) state.version = row.state_version
   return state
 }
 
@@ -154,10 +156,11 @@ export interface LogPoll {
   live: number
 }
 
-type ChangeRow = [hash: string, state: KeyInvalidation['state']]
+type ChangeRow = [hash: string, state: KeyInvalidation['state'], version: number | null]
 
+/** A 'changed' row carries the state version the change made (migration 009); a revoke or delete none. */
 function toChanges(rows: ChangeRow[] | null): KeyInvalidation[] {
-  return (rows ?? []).map(([hash, state]) => ({ hash, state }))
+  return (rows ?? []).map(([hash, state, version]) => (version === null ? { hash, state } : { hash, state, version }))
 }
 
 /**
@@ -168,7 +171,7 @@ function toChanges(rows: ChangeRow[] | null): KeyInvalidation[] {
 export async function readRecentInvalidations(pool: Pool, recentSeconds: number): Promise<LogPoll> {
   const { rows } = await pool.query<{ snapshot: string; changes: ChangeRow[] | null }>(
     `SELECT pg_current_snapshot()::text AS snapshot,
-            (SELECT json_agg(json_build_array(key_hash, state) ORDER BY id) FROM key_invalidations
+            (SELECT json_agg(json_build_array(key_hash, state, state_version) ORDER BY id) FROM key_invalidations
               WHERE recorded_at > now() - $1 * interval '1 second') AS changes`,
     [recentSeconds],
   )
@@ -185,7 +188,7 @@ export async function pollInvalidations(pool: Pool, replicaId: string, applied: 
   // The heartbeat is a function of the owner's (migration 013): Postgres stamps seen_at, never the caller.
   const { rows } = await pool.query<{ snapshot: string; changes: ChangeRow[] | null; live: number }>(
     `SELECT pg_current_snapshot()::text AS snapshot,
-            (SELECT json_agg(json_build_array(key_hash, state) ORDER BY id) FROM key_invalidations
+            (SELECT json_agg(json_build_array(key_hash, state, state_version) ORDER BY id) FROM key_invalidations
               WHERE xid >= pg_snapshot_xmin($2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot)) AS changes,
             beat.live
        FROM gateway_replica_heartbeat($1, $2::pg_snapshot, $3) AS beat(live)`,

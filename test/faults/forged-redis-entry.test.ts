@@ -157,7 +157,7 @@ t.test('forged Redis entries and acknowledgements', async (t) => {
   })
 
   await t.test('after the in-memory entries are gone, Redis is read again and still refused', async (t) => {
-    // The gateways fill Redis only with SET NX: the forgeries are still there.
+    // The gateways write Redis by compare-and-set on a version these forgeries lack: they are still there.
     for (const { key, text } of ownKeys) t.equal(await attacker.get(names.cacheEntry(hashKey(key.key))), text, 'the forged entry is untouched')
     // A change of the keys' records (through the log, as a key update would) makes every replica forget them.
     const { rows } = await stack.db.pool.query<{ xid: string }>(

@@ -5,7 +5,12 @@
  * PATCH whose key is revoked (ctl, exit 0) while its body is held back gets
  * 401 when the body comes, and nothing reaches the backend. A body that
  * never completes gets 408 in the envelope after GATEWAY_BODY_TIMEOUT_MS,
- * and nothing reaches the backend either.
+ * and nothing reaches the backend either. The same when the replica holding
+ * the body is paused (SIGSTOP) across the revoke, without Redis to hear of
+ * it: the revoke returns once that replica has stopped being live, and on
+ * resume its body is complete before any poll of the invalidation log has
+ * answered; the replica knows it is no longer current and checks the key
+ * again in Postgres: 401, the row unchanged.
  *
  * Through the real stack (both backends, gateways as processes) over raw
  * TLS sockets, so the test decides when each byte is sent.
@@ -15,8 +20,9 @@ import { connect } from 'node:tls'
 import t from 'tap'
 import type { Pool } from '@scoped/shared/db'
 import { errorCatalog } from '@scoped/shared/errors'
+import { httpsClient } from '../helpers/https.js'
 import { startStack } from '../helpers/stack.js'
-import { COMMAND_LIMIT_MS, createTenancy, REVOKED, sleep, timedCtl } from './support.js'
+import { COMMAND_LIMIT_MS, createTenancy, get, REVOKED, signal, sleep, timedCtl } from './support.js'
 
 const BODY_TIMEOUT_MS = 1_500
 
@@ -135,6 +141,35 @@ t.test('a body held back across a revoke, and a body that never completes', asyn
     t.equal(controlResponse.status, 200, `the same wait with a key that was not revoked: 200 (${controlResponse.body})`)
     t.equal((await agent(stack.db.pool, controlAgent)).name, 'renamed by a live key')
     t.ok(reachedBackend(ids.kept), 'and that one reached the backend (so the log check above can see a request)')
+  })
+
+  await t.test('the replica holding the body is paused across the revoke: 401 on resume, and the agent is unchanged', async (t) => {
+    // Postgres is its only news of a revoke: no Redis message can reach it first on resume.
+    const paused = await stack.startReplica({ GATEWAY_BODY_TIMEOUT_MS: '30000', REDIS_URL: '' })
+    const doomed = await tenancy.subKey('paused doomed')
+    const body = JSON.stringify({ name: 'renamed by a revoked key, after a pause' })
+    const id = `held-paused-${randomBytes(6).toString('hex')}`
+    const before = await agent(stack.db.pool, revokedAgent)
+    // Warm: the gate decides on the headers from its cache, at once.
+    t.equal((await get(httpsClient(t, paused.port, stack.cert), '/v1/agents', doomed.key)).status, 200, 'the key works on that replica')
+
+    const held = heldRequest(paused.port, stack.cert, patchHead(`/v1/agents/${revokedAgent}`, doomed.key, id, Buffer.byteLength(body)))
+    await sleep(500)
+    t.notOk(held.answered(), 'accepted on its headers; waiting for the body')
+    signal(paused.pid, 'SIGSTOP')
+    t.teardown(() => signal(paused.pid, 'SIGCONT'))
+    const revoke = await timedCtl(['key', 'revoke', doomed.id], stack.ctlEnv, stack.db)
+    t.comment(`ctl key revoke with a replica paused: ${revoke.workMs} ms (${revoke.ms} ms with the process start)`)
+    t.equal(revoke.status, 0, `ctl key revoke returned 0 once the paused replica stopped being live: ${revoke.stderr.trim()}`)
+    // The body is in the replica's socket before it runs again: it completes before any poll can answer.
+    held.write(body)
+    await sleep(100)
+    signal(paused.pid, 'SIGCONT')
+    const response = await held.response
+    t.equal(response.status, 401, 'the body arrived after the revoke returned: 401')
+    t.same(JSON.parse(response.body), { success: false, message: REVOKED }, 'in the envelope')
+    t.notOk(reachedBackend(id), 'the request never reached the backend')
+    t.same(await agent(stack.db.pool, revokedAgent), before, "the agent's name (and updated_at) are unchanged in the database")
   })
 
   await t.test(`a body never completed: 408 in the envelope after GATEWAY_BODY_TIMEOUT_MS (${BODY_TIMEOUT_MS} ms), nothing forwarded`, async (t) => {

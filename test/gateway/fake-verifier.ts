@@ -21,6 +21,12 @@ export class FakeVerifier implements Verifier {
   readonly lookups: string[] = []
   /** Set: a lookup fails (rejects), as a broken verifier would. */
   failing = false
+  /** Cleared: the replica is not current with the invalidation log (paused, cut off from Postgres). */
+  current = true
+
+  isCurrent(): boolean {
+    return this.current
+  }
 
   cached(hash: string): KeyState | undefined {
     return this.memory.get(hash)

@@ -203,7 +203,15 @@ t.test('the key checked again once the body is in, when the key cache moved or i
   const verifier = forwarder.verifier
   const expired = active(subAccountTenant, { expiresAt: Date.now() - 1 })
   // now: what the stores answer a second look; state: the key's state when the gate decided (and in memory since).
-  const rows: Array<{ name: string; now: KeyState | { status: 'unavailable' } | undefined; moved: boolean; state?: ActiveKeyState; refused?: Refusal }> = [
+  // lost: the replica lost currency while the body arrived, and the generation has not moved (nothing asked yet).
+  const rows: Array<{
+    name: string
+    now: KeyState | { status: 'unavailable' } | undefined
+    moved: boolean
+    lost?: boolean
+    state?: ActiveKeyState
+    refused?: Refusal
+  }> = [
     { name: 'nothing moved: no second look', now: undefined, moved: false },
     { name: 'moved, still active', now: active(subAccountTenant), moved: true },
     { name: 'moved, revoked meanwhile', now: { status: 'revoked' }, moved: true, refused: 'revoked' },
@@ -215,6 +223,8 @@ t.test('the key checked again once the body is in, when the key cache moved or i
     },
     { name: 'moved, the stores cannot answer', now: { status: 'unavailable' }, moved: true, refused: 'unavailable' },
     { name: 'its expiry passed while the body arrived', now: undefined, moved: false, state: expired, refused: 'expired' },
+    { name: 'currency lost, generation unchanged, revoked meanwhile', now: { status: 'revoked' }, moved: false, lost: true, refused: 'revoked' },
+    { name: 'currency lost, generation unchanged, still active', now: active(subAccountTenant), moved: false, lost: true },
   ]
   for (const row of rows) {
     verifier.stores.clear()
@@ -226,6 +236,7 @@ t.test('the key checked again once the body is in, when the key cache moved or i
       if (row.now !== undefined) verifier.stores.set(decision.hash, row.now)
       if (row.state !== undefined) verifier.memory.set(decision.hash, row.state)
       if (row.moved) verifier.generation++
+      verifier.current = row.lost !== true
       return decision
     }
     const marker = `?row=${encodeURIComponent(row.name)}`
@@ -239,7 +250,8 @@ t.test('the key checked again once the body is in, when the key cache moved or i
       t.notOk(reached, `${row.name}: nothing forwarded`)
       t.equal(decision?.outcome, row.refused, `${row.name}: the outcome`)
     }
-    t.equal(verifier.lookups.length, row.moved ? 1 : 0, `${row.name}: ${row.moved ? 'one lookup' : 'no lookup'}`)
+    const looked = row.moved || row.lost === true
+    t.equal(verifier.lookups.length, looked ? 1 : 0, `${row.name}: ${looked ? 'one lookup' : 'no lookup'}`)
   }
 })
 

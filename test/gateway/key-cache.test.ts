@@ -6,7 +6,9 @@
  * - active keys are stored and served only while the cache is current (the
  *   invalidation log follower says so), and all of them go when currency lapses;
  * - unknown keys are remembered for a while, bounded;
- * - a fill is skipped when the generation moved while its lookup was in flight.
+ * - a fill is skipped when the generation moved while its lookup was in flight;
+ * - a change pins the version it made: older states are refused, as long as
+ *   an ended entry lives; pins beyond the bound make Redis untrusted instead.
  */
 import t from 'tap'
 import type { KeyState } from '@scoped/shared/key-state'
@@ -179,4 +181,47 @@ t.test('forget drops what is cached for a key, so the next request reads it agai
   t.same(cache.get('other', 1), active, 'other keys stay')
   cache.forget('never-seen')
   t.same(cache.size(), { active: 1, unknown: 0, ended: 0 })
+})
+
+t.test('a change pins its version: older states are neither stored nor believed from Redis, for endedTtlMs', async (t) => {
+  const cache = currentCache(10_000_000)
+  const v = (version: number): KeyState => ({ ...active, version }) as KeyState
+  t.ok(cache.fill('h', v(1), cache.generation, 0))
+  const generation = cache.generation
+  cache.changed('h', 3, 10)
+  t.not(cache.generation, generation, 'a change moves the generation')
+  t.equal(cache.get('h', 11), undefined, 'and forgets the key')
+  for (const [version, stale] of [
+    [0, true],
+    [2, true],
+    [3, false],
+    [4, false],
+  ] as const) {
+    t.equal(cache.isStale('h', version, 11), stale, `version ${version} against the pinned 3`)
+    t.equal(cache.believesShared('h', v(version), 11), !stale, `a Redis entry of version ${version}`)
+  }
+  t.ok(cache.believesShared('h', { status: 'revoked' }, 11), 'an ended state is believed whatever its version')
+  t.notOk(cache.fill('h', v(2), cache.generation, 12), 'a lookup older than the change is not stored')
+  t.ok(cache.fill('h', v(3), cache.generation, 12), 'the changed state is')
+  cache.changed('h', 2, 13)
+  t.ok(cache.isStale('h', 2, 14), 'a late, older change never lowers the pin')
+  t.ok(cache.isStale('h', 2, options.endedTtlMs), 'pinned until endedTtlMs after the change')
+  t.notOk(cache.isStale('h', 2, options.endedTtlMs + 20), 'then forgotten (no Redis entry lives that long)')
+  cache.changed('other', undefined, 0)
+  t.notOk(cache.isStale('other', 0, 1), 'a change without a version (an older revoker) only forgets')
+})
+
+t.test('more changes than the pins hold: Redis active entries are not believed until the dropped pin would have expired', async (t) => {
+  const cache = currentCache(10_000_000, { maxEnded: 2 })
+  const fresh: KeyState = { ...active, version: 9 } as KeyState
+  cache.changed('a', 2, 0)
+  cache.changed('b', 2, 0)
+  t.ok(cache.believesShared('x', fresh, 1), 'within the bound, other keys are believed')
+  cache.changed('c', 2, 100)
+  t.notOk(cache.isStale('a', 1, 101), 'the oldest pin was dropped')
+  t.notOk(cache.believesShared('a', fresh, 101), 'so no Redis active entry is believed, of that key')
+  t.notOk(cache.believesShared('x', fresh, 101), 'or of any other')
+  t.ok(cache.believesShared('x', { status: 'unknown' }, 101), 'other states still are')
+  t.notOk(cache.believesShared('x', fresh, options.endedTtlMs - 1), 'until the dropped pin would have expired')
+  t.ok(cache.believesShared('x', fresh, options.endedTtlMs), 'then Redis is believed again')
 })

@@ -7,7 +7,9 @@
  * "unknown"; that a lookup racing a revoke never puts the key back; that a
  * Redis entry that fails its MAC is ignored; that a genuine Redis "active"
  * entry is believed only while this replica is current with the invalidation
- * log; SET NX against the revoker's marker; and the Redis listener.
+ * log; compare-and-set on the state version (never over the revoker's
+ * marker, never an older version over a newer); a lookup that raced a
+ * change; and the Redis listener.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { randomUUID } from 'node:crypto'
@@ -392,7 +394,7 @@ t.test('a genuine Redis "active" entry is believed only while this replica is cu
   t.same(anyone.events, ['redis'], 'and then refused from memory')
 })
 
-t.test('SET NX: a fill never overwrites the revoker’s marker', async (t) => {
+t.test('a fill never overwrites the revoker’s marker', async (t) => {
   const commands = await redisCommands(t, 'test-nx')
   const shared = new RedisKeyCache(commands, redis.prefix, codec)
   const hash = unknownHash()
@@ -444,4 +446,58 @@ t.test('the listener: a sealed message ends the key and is acknowledged; a forge
   const deleted = await new KeyService(db.pool, testInvalidator(t, db.pool, { redis, secret })).delete(target.id, 'test')
   t.same(deleted.invalidation, { confirmed: true, acknowledged: 1, unconfirmed: [], problems: [] }, 'a sealed message is acknowledged')
   t.same(cache.get(target.hash, performance.now()), { status: 'deleted' }, 'after the key was ended in the cache')
+})
+
+t.test('compare-and-set on the state version: Redis never takes an older state over a newer one', async (t) => {
+  const commands = await redisCommands(t, 'test-cas')
+  const shared = new RedisKeyCache(commands, redis.prefix, codec)
+  const hash = unknownHash()
+  const version = (v: number): KeyState => ({ ...activeState('k'), version: v }) as KeyState
+  const writes: Array<[string, KeyState, KeyState]> = [
+    ['over nothing: written', version(2), version(2)],
+    ['an older version: refused', version(1), version(2)],
+    ['the same version: nothing to do', version(2), version(2)],
+    ['a newer version: written', version(3), version(3)],
+    ['unknown over a state: refused (only over nothing)', { status: 'unknown' }, version(3)],
+    ['an ended state over an active one: written', { status: 'revoked' }, { status: 'revoked' }],
+    ['an active state over an ended one: refused', version(9), { status: 'revoked' }],
+  ]
+  for (const [name, state, expected] of writes) {
+    shared.write(hash, state)
+    await commands.ping()
+    t.same(await shared.read(hash), expected, name)
+  }
+  const unreadable = unknownHash()
+  await redis.client.set(names.cacheEntry(unreadable), 'not an entry', 'EX', 60)
+  shared.write(unreadable, version(5))
+  await commands.ping()
+  t.equal(await redis.client.get(names.cacheEntry(unreadable)), 'not an entry', 'what the script cannot read is left alone (and refused when read)')
+})
+
+t.test('a lookup that raced a change is neither stored nor written back; an older entry in Redis is refused', async (t) => {
+  const { store, cache, commands, verifier, events } = await replica(t, { currency: 'forced' })
+  const key = await newKey()
+  const release = store.hold()
+  const first = verifier.verify(key.hash)
+  await waitFor(() => store.answered > 0, 'Postgres to answer the first lookup', 10_000, 5)
+  // The change commits, and this replica hears of it with the version it made (as from the log or a message).
+  await keys.update(key.id, { actor: 'user:u1', allowedCidrs: ['10.9.9.9/32'] })
+  cache.changed(key.hash, 2, performance.now())
+  release()
+  t.match(await first, { status: 'active', version: 1 }, 'the request already in flight completes as it started')
+  await settled(commands)
+  t.equal(await redisEntry(key.hash), undefined, 'its state was not written back to Redis')
+  t.equal(cache.get(key.hash, performance.now()), undefined, 'nor stored in memory')
+  // The state from before the change is in Redis all the same (written back by someone, or by a replica that had not heard).
+  await redis.client.set(
+    names.cacheEntry(key.hash),
+    codec.encodeEntry(key.hash, { ...activeState(key.id), version: 1 } as KeyState, Date.now() + 300_000),
+    'EX',
+    300,
+  )
+  events.length = 0
+  t.match(await check(verifier, key.hash), { status: 'active', version: 2, allowedCidrs: ['10.9.9.9/32'] }, 'the older entry is refused: Postgres answers')
+  t.same(events, ['redis', 'postgres'])
+  await settled(commands)
+  t.match(await redisEntry(key.hash), { status: 'active', version: 2 }, 'and the changed state replaced it in Redis')
 })

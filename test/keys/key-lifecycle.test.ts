@@ -27,6 +27,7 @@ t.test('key lifecycle', async (t) => {
     t.same(await lookupKeyByHash(db.pool, hashKey(created.key)), {
       status: 'active',
       tenant: { scope: 'SUB-ACCOUNT', agencyId: tenants.agencyId, subAccountId: tenants.subAccountId, keyId: created.id },
+      version: 1,
     })
   })
 
@@ -35,7 +36,7 @@ t.test('key lifecycle', async (t) => {
     await keys.create(agencyOwner, 'second', 'test')
     t.equal((await lookupKeyByHash(db.pool, hashKey(first.key))).status, 'active')
     const agencyKey = await lookupKeyByHash(db.pool, hashKey(first.key))
-    t.same(agencyKey, { status: 'active', tenant: { scope: 'AGENCY', agencyId: tenants.agencyId, subAccountId: null, keyId: first.id } })
+    t.same(agencyKey, { status: 'active', tenant: { scope: 'AGENCY', agencyId: tenants.agencyId, subAccountId: null, keyId: first.id }, version: 1 })
   })
 
   t.test('revoke keeps the record and its last-used time; the key no longer authenticates', async (t) => {

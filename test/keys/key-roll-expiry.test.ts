@@ -37,6 +37,7 @@ t.test('expiry at creation: stored, looked up for the gateways, listed, and past
     tenant: { scope: 'SUB-ACCOUNT', agencyId: tenants.agencyId, subAccountId: tenants.subAccountId, keyId: created.id },
     expiresAt: expiresAt.getTime(),
     allowedCidrs: ['10.0.0.0/8', '2001:db8::/32'],
+    version: 1,
   })
   t.match(await keys.find(created.id), {
     status: 'active',
@@ -190,6 +191,7 @@ t.test('allowlist changes: stored, the gateways told, refused for ended keys, re
     status: 'active',
     tenant: { scope: 'SUB-ACCOUNT', agencyId: tenants.agencyId, subAccountId: tenants.subAccountId, keyId: created.id },
     allowedCidrs: ['198.51.100.0/24', '192.0.2.1/32', '2001:db8::/48'],
+    version: 2,
   })
   t.same(await invalidations(hash), ['changed'])
   await keys.update(created.id, { actor: 'user:u1', owner, allowedCidrs: ['198.51.100.0/24', '192.0.2.1', '2001:db8::/48'] })

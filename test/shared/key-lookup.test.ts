@@ -28,6 +28,7 @@ t.test('prepared once per connection; a migration that changes its result does n
     status: 'active',
     tenant: { scope: 'SUB-ACCOUNT', agencyId: agency.id, subAccountId: sub.id, keyId: created.id },
     rateLimit: { rate: 5, burst: 7 },
+    version: 1,
   }
   t.same(await lookupKeyByHash(pool, hashKey(created.key)), expected)
   t.same(await lookupKeyByHash(pool, '0'.repeat(64)), { status: 'unknown' })

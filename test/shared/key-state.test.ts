@@ -34,6 +34,8 @@ const states: Array<[string, KeyState]> = [
   ['active, with both limits', limitedKey],
   ['active, with a rate limit of its own', { ...subAccountKey, rateLimit: { rate: 0.05, burst: 2 } }],
   ['active, with every limit', { ...limitedKey, rateLimit: { rate: 1_000_000, burst: 10_000_000 } }],
+  ['active, with a state version', { ...subAccountKey, version: 7 }],
+  ['active, with every limit and a state version', { ...limitedKey, rateLimit: { rate: 2, burst: 3 }, version: Number.MAX_SAFE_INTEGER }],
   ['revoked', { status: 'revoked' }],
   ['deleted', { status: 'deleted' }],
   ['unknown', { status: 'unknown' }],
@@ -134,6 +136,10 @@ t.test('entries: a valid MAC over a payload of the wrong shape is absent too', a
     ['a key id as a number', { s: 'active', t: ['SUB-ACCOUNT', agencyId, subAccountId, 1], e: later }],
     ['the key’s expiry as text', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, x: String(later) }],
     ['the key’s expiry null', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, x: null }],
+    ['a state version as text', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, v: '2' }],
+    ['a negative state version', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, v: -1 }],
+    ['a fractional state version', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, v: 1.5 }],
+    ['a state version past the safe integers', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, v: 2 ** 60 }],
     ['an allowlist that is not a list', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, c: '10.0.0.0/8' }],
     ['an empty allowlist', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, c: [] }],
     ['an allowlist with a number', { s: 'active', t: [scope, agencyId, subAccountId, keyId], e: later, c: [10] }],
@@ -214,8 +220,9 @@ t.test('messages: round trip, and whatever fails the check is absent', async (t)
     { hash, state: 'revoked' },
     { hash: otherHash, state: 'deleted' },
     { hash: 'c'.repeat(64), state: 'changed' },
+    { hash: 'd'.repeat(64), state: 'changed', version: 3 },
   ])
-  t.same(codec.decodeMessage(codec.encodeMessage(message)), message, 'round trip')
+  t.same(codec.decodeMessage(codec.encodeMessage(message)), message, 'round trip, a change with the version it made')
   const empty = newInvalidationMessage([])
   t.same(codec.decodeMessage(codec.encodeMessage(empty)), empty, 'an empty list round-trips')
   t.not(newInvalidationMessage([]).id, newInvalidationMessage([]).id, 'every message has its own id')
@@ -242,6 +249,9 @@ t.test('messages: round trip, and whatever fails the check is absent', async (t)
     ['the state "active"', sealMessage({ id: 'x', k: [[hash, 'active']] })],
     ['the state "unknown"', sealMessage({ id: 'x', k: [[hash, 'unknown']] })],
     ['no state', sealMessage({ id: 'x', k: [[hash]] })],
+    ['a version as text', sealMessage({ id: 'x', k: [[hash, 'changed', '3']] })],
+    ['a negative version', sealMessage({ id: 'x', k: [[hash, 'changed', -3]] })],
+    ['a version and more', sealMessage({ id: 'x', k: [[hash, 'changed', 3, 4]] })],
     [
       'one bad key among good ones',
       sealMessage({

@@ -78,7 +78,8 @@ t.test('005 on a database populated at 004', async (t) => {
 
   t.same(
     await lookupKeyByHash(pool, hashKey(plaintexts[1]!)),
-    { status: 'active', tenant: { scope: 'SUB-ACCOUNT', agencyId: agency, subAccountId: sub, keyId: ids[1] } },
+    // Its state version (009) starts at 1 for every existing key.
+    { status: 'active', tenant: { scope: 'SUB-ACCOUNT', agencyId: agency, subAccountId: sub, keyId: ids[1] }, version: 1 },
     'an existing key reads exactly as before: no expiry, any address',
   )
   t.same(await lookupKeyByHash(pool, hashKey(plaintexts[2]!)), { status: 'revoked' })
