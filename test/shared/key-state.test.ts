@@ -214,6 +214,7 @@ t.test('messages: round trip, and whatever fails the check is absent', async (t)
     { hash, state: 'revoked' },
     { hash: otherHash, state: 'deleted' },
     { hash: 'c'.repeat(64), state: 'changed' },
+    { hash: 'e'.repeat(64), state: 'created' },
   ])
   t.same(codec.decodeMessage(codec.encodeMessage(message)), message, 'round trip')
   const empty = newInvalidationMessage([])
