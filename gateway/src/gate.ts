@@ -12,7 +12,8 @@
  *      throttled; a key never issued is answered 401 from memory, or 429
  *      when its client is over its failed-authentication allowance; a key the
  *      filter cannot vouch for (not loaded, not current) is looked up under
- *      the unknown-key budget (issued-keys/); then the key's
+ *      the unknown-key budget (issued-keys/), not throttled (it may be a key
+ *      created meanwhile); then the key's
  *      own limits, on every request: expired (401 as revoked), used from an
  *      address outside its allowlist (403) (key-policy.ts);
  *   4. the route (404): only now, so a caller without a valid key learns
@@ -163,12 +164,14 @@ class Gate {
     // An issued key is never throttled, whatever its client sent before: only keys never issued are.
     const verdict = this.options.issuedKeys.verdict(hash)
     if (verdict === 'issued') return this.lookUp(request, reply, done, { client, target, route, hash, generation }, undefined)
-    const throttled = this.options.throttle.check(client)
-    if (throttled.blocked) return this.refuseThrottled(request, reply, client, target, throttled.retryAfterSeconds)
     if (verdict === 'never-issued') {
+      const throttled = this.options.throttle.check(client)
+      if (throttled.blocked) return this.refuseThrottled(request, reply, client, target, throttled.retryAfterSeconds)
       this.options.issuedKeys.refusedFromMemory()
       return this.refuseEarly(request, reply, 'unknown', client, target)
     }
+    // Unsure (a key created while this replica was not current may be missing): never throttled, since it may be
+    // issued; the unknown-key budget bounds what such keys cost the stores, and one that proves unknown still counts.
     const release = this.options.issuedKeys.takeLookup(client)
     if (release === undefined) return this.refuseEarly(request, reply, 'unavailable', client, target)
     this.lookUp(request, reply, done, { client, target, route, hash, generation }, release)

@@ -63,7 +63,8 @@ t.test('keys never issued cost the stores nothing, and IPv6 clients are throttle
   )
   t.equal(statuses.get(503) ?? 0, delta.refused, 'a 503 only where the replica could not vouch and the unknown-key budget was spent')
   // A false positive of the filter reaches the store; with so few keys issued its chance is far below one in the flood.
-  t.ok(delta.postgres - delta.unsure <= 1, `no Postgres lookup for a key the filter vouched was never issued (${delta.postgres - delta.unsure})`)
+  // (A poll in flight when a count is read adds one round trip that is not yet counted as a poll.)
+  t.ok(delta.postgres - delta.unsure <= 2, `no Postgres lookup for a key the filter vouched was never issued (${delta.postgres - delta.unsure})`)
   t.ok(delta.redis - delta.unsure <= 1, `nor a Redis read (${delta.redis - delta.unsure})`)
   t.ok(delta.unsure <= BUDGET.burst + BUDGET.rate * seconds, `lookups while not current stay within the unknown-key budget (${delta.unsure})`)
   t.ok((await metric(replica.adminPort, /^gateway_unknown_keys_refused_from_memory_total (\d+)/gm)) > 0, 'counted as refused from memory')

@@ -52,6 +52,8 @@ interface GateHarness {
   draining: boolean
   /** What the issued-key filter says of keys it does not hold: never issued (loaded and current), or unsure. */
   outsideFilter: 'never-issued' | 'unsure'
+  /** Hashes of keys the stores know that the filter has not heard of yet (created while the replica was not current). */
+  filterLacks: Set<string>
   /** The unknown-key budget the gate takes from for unsure keys. */
   budget: UnknownKeyBudget
   /** A key the in-process cache holds with this state (no store lookup). */
@@ -73,6 +75,7 @@ async function gateHarness(t: Test, options: { trustedProxies?: string; budget?:
     decisions: [],
     draining: false,
     outsideFilter: 'never-issued',
+    filterLacks: new Set(),
     budget: options.budget ?? new UnknownKeyBudget({ rate: 1_000, burst: 1_000, maxInFlight: 8, maxPerClient: 2 }),
     inMemory(state) {
       const key = newKey()
@@ -99,7 +102,9 @@ async function gateHarness(t: Test, options: { trustedProxies?: string; budget?:
     limiter,
     // The filter holds exactly the keys the stores know: a key in neither was never issued.
     issuedKeys: new IssuedKeyGate(
-      { verdict: (hash) => (verifier.stores.has(hash) || verifier.memory.has(hash) ? 'issued' : harness.outsideFilter) },
+      {
+        verdict: (hash) => ((verifier.stores.has(hash) || verifier.memory.has(hash)) && !harness.filterLacks.has(hash) ? 'issued' : harness.outsideFilter),
+      },
       harness.budget,
       new IssuedKeyCounts(),
     ),
@@ -303,7 +308,14 @@ t.test('an IPv6 client is one client per /64: rotating addresses within it chang
 
 t.test('a key the filter cannot vouch for is looked up under the unknown-key budget; issued keys never wait behind it', async (t) => {
   const gate = await gateHarness(t)
+  // A throttled client's key created while the replica was not current: looked up, never throttled.
+  for (let i = 0; i < 4; i++) await gate.app.inject({ url: '/v1/agents', headers: gate.inStores().headers, remoteAddress: '198.51.100.69' })
   gate.outsideFilter = 'unsure'
+  const created = gate.inStores(active(subAccountTenant))
+  gate.filterLacks.add(created.hash)
+  const missed = await gate.app.inject({ url: '/v1/agents', headers: created.headers, remoteAddress: '198.51.100.69' })
+  t.equal(missed.statusCode, 200, 'a key the filter has not heard of yet, from a throttled client: looked up, 200')
+  gate.verifier.lookups.length = 0
   const looked = await gate.app.inject({ url: '/v1/agents', headers: gate.inStores().headers, remoteAddress: '198.51.100.70' })
   expectRefusal(t, looked, 'unknown')
   t.equal(gate.verifier.lookups.length, 1, 'unsure: looked up')

@@ -221,6 +221,7 @@ t.test('messages: round trip, and whatever fails the check is absent', async (t)
     { hash: otherHash, state: 'deleted' },
     { hash: 'c'.repeat(64), state: 'changed' },
     { hash: 'd'.repeat(64), state: 'changed', version: 3 },
+    { hash: 'e'.repeat(64), state: 'created' },
   ])
   t.same(codec.decodeMessage(codec.encodeMessage(message)), message, 'round trip, a change with the version it made')
   const empty = newInvalidationMessage([])
