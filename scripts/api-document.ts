@@ -356,7 +356,7 @@ Lists take \`limit\` (1 to ${MAX_PAGE_LIMIT}, default ${DEFAULT_PAGE_LIMIT}) and
 
 ## Bodies
 
-Bodies are JSON, validated strictly: an unknown field, a wrong type or an empty PATCH is refused with 400 naming the field. The one exception is the tenant: \`agency_id\` and \`sub_account_id\` at a body's top level are removed by the gateway and ignored, never refused. Revoking a key takes no body, and rolling one takes an optional \`{"graceSeconds"}\`. POST answers 201 with the item (revoke: 200), PATCH 200 with the updated item, DELETE 204.`
+Bodies are JSON, validated strictly: an unknown field, a wrong type or an empty PATCH is refused with 400 naming the field. The one exception is the tenant: \`agency_id\` and \`sub_account_id\` at a body's top level are removed by the gateway and ignored, never refused. Revoking a key needs no body (an empty object is accepted), and rolling one takes an optional \`{"graceSeconds"}\`. POST answers 201 with the item (revoke: 200), PATCH 200 with the updated item, DELETE 204.`
 
 /** The project's version and license (an SPDX identifier), as package.json gives them. */
 export interface ProjectInfo {

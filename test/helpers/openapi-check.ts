@@ -66,9 +66,11 @@ export class OpenApiCheck {
     const problems = this.requestId(response)
     const template = this.templates.filter(({ pattern }) => pattern.test(pathname)).sort((a, b) => a.parameters - b.parameters)[0]
     const item = template === undefined ? undefined : ((this.document['paths'] as Record<string, Json>)[template.path] as Json)
-    const operation = item?.[method.toLowerCase()] as Json | undefined
+    // HEAD is GET without the body (RFC 9110 §9.3.2): described by the GET.
+    const described = method === 'HEAD' ? 'get' : method.toLowerCase()
+    const operation = item?.[described] as Json | undefined
     if (template !== undefined && operation !== undefined) {
-      problems.push(...this.checkOperation(`/paths/${escapePointer(template.path)}/${method.toLowerCase()}`, operation, method, response))
+      problems.push(...this.checkOperation(`/paths/${escapePointer(template.path)}/${described}`, operation, method, response))
     } else if (response.status < 400) {
       problems.push(`${template === undefined ? 'an undescribed path' : 'a method the path does not take'} answered ${response.status}`)
     } else {

@@ -30,6 +30,7 @@ t.test('what the document describes passes', async (t) => {
   t.same(check.check('GET', '/v1/agents', response(429, { success: false, message: 'Rate limit exceeded' }, limited)), [])
   t.same(check.check('PUT', `/v1/agents/${id}`, response(405, { success: false, message: 'Method not allowed' }, { ...json, allow: 'GET' })), [])
   t.same(check.check('GET', '/v1/nothing', response(404, { success: false, message: 'Not found' })), [])
+  t.same(check.check('HEAD', `/v1/agents/${id}`, { status: 200, headers: json, text: '' }), [], 'HEAD: the GET without a body')
   t.same(check.check('GET', '/openapi.json', response(200, 'not checked')), [], 'paths outside /v1 are not described')
 })
 
