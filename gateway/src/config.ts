@@ -16,7 +16,6 @@ import {
   readRedisKeyPrefix,
   readRedisUrl,
   readSecret,
-  requireSecret,
 } from '@scoped/shared/config'
 import { readAudienceSecrets, readKeyCacheSecret } from '@scoped/shared/secrets'
 import type { TrustedProxies } from './client-address.js'
@@ -172,9 +171,15 @@ function readRoutes(env: Env): { routesFile: string; routes: RouteMap } {
   }
 }
 
+function requireKeyCacheSecret(env: Env): Buffer {
+  const secret = readKeyCacheSecret(env)
+  if (secret === undefined) throw new ConfigError('TENANT_SIGNING_SECRET', 'is required (or KEY_CACHE_SECRET and each backend’s own signing secret)')
+  return secret
+}
+
 export function readGatewayConfig(env: Env): GatewayConfig {
-  // Required, so that a deployment without it stops at start naming it; the gateway keeps only what derives from it (audienceSecrets, keyCacheSecret).
-  requireSecret(env, 'TENANT_SIGNING_SECRET')
+  // The gateway keeps only the signing secret of each backend it routes to and the cache secret: each its own
+  // variable, or derived from TENANT_SIGNING_SECRET; a deployment with neither stops at start naming it.
   // The backends' rotation secret is not the gateway's business, but a malformed one is still refused here.
   readSecret(env, 'TENANT_SIGNING_SECRET_PREVIOUS')
   const redisUrl = readRedisUrl(env)
@@ -183,7 +188,7 @@ export function readGatewayConfig(env: Env): GatewayConfig {
   const { routesFile, routes } = readRoutes(env)
   return Object.freeze({
     audienceSecrets: readAudiences(env, routes),
-    keyCacheSecret: readKeyCacheSecret(env)!,
+    keyCacheSecret: requireKeyCacheSecret(env),
     databaseUrl: readDatabaseUrl(env).url,
     redis: redisUrl === undefined ? null : Object.freeze({ url: redisUrl, keyPrefix }),
     api: Object.freeze({ host, port: readPort(env, 'GATEWAY_PORT', 8443) }),

@@ -182,10 +182,12 @@ t.test('secrets come from Secrets, never from literal values', async (t) => {
       t.equal(container.envFrom, undefined, `${label}: every variable is named, none pulled in wholesale`)
     }
   }
+  // Secrets by audience: each backend its own verification secret, the gateway the signing secrets of the
+  // backends it signs for and the cache secret; nobody the master.
   const needs: Array<[string, string[]]> = [
-    ['gateway', ['DATABASE_URL', 'REDIS_URL', 'TENANT_SIGNING_SECRET']],
-    ['agency-service', ['DATABASE_URL', 'REDIS_URL', 'TENANT_SIGNING_SECRET', 'TENANT_SIGNING_SECRET_PREVIOUS']],
-    ['resource-service', ['DATABASE_URL', 'TENANT_SIGNING_SECRET', 'TENANT_SIGNING_SECRET_PREVIOUS']],
+    ['gateway', ['DATABASE_URL', 'REDIS_URL', 'AGENCY_SERVICE_SIGNING_SECRET', 'RESOURCE_SERVICE_SIGNING_SECRET', 'KEY_CACHE_SECRET']],
+    ['agency-service', ['DATABASE_URL', 'REDIS_URL', 'AGENCY_SERVICE_SIGNING_SECRET', 'AGENCY_SERVICE_SIGNING_SECRET_PREVIOUS', 'KEY_CACHE_SECRET']],
+    ['resource-service', ['DATABASE_URL', 'RESOURCE_SERVICE_SIGNING_SECRET', 'RESOURCE_SERVICE_SIGNING_SECRET_PREVIOUS']],
   ]
   for (const [name, variables] of needs) {
     const env = containerOf(deployment(name)).env ?? []
@@ -194,18 +196,22 @@ t.test('secrets come from Secrets, never from literal values', async (t) => {
         env.some((v) => v.name === variable && v.valueFrom?.secretKeyRef),
         `${name} gets ${variable}`,
       )
+    const secrets = env.filter((v) => /SECRET/.test(v.name)).map((v) => v.name)
+    t.same(secrets.sort(), variables.filter((v) => /SECRET/.test(v)).sort(), `${name} gets no secret beyond those`)
   }
-  const previous = backends.flatMap((b) => containerOf(b).env ?? []).filter((v) => v.name === 'TENANT_SIGNING_SECRET_PREVIOUS')
+  const previous = backends.flatMap((b) => containerOf(b).env ?? []).filter((v) => v.name.endsWith('_SIGNING_SECRET_PREVIOUS'))
+  t.equal(previous.length, 2)
   t.ok(
     previous.every((v) => v.valueFrom?.secretKeyRef?.optional === true),
-    'the previous signing secret is optional (set only while rotating)',
+    'the previous signing secrets are optional (set only while rotating)',
   )
-  const current = [gateway, ...backends].map((d) => containerOf(d).env?.find((v) => v.name === 'TENANT_SIGNING_SECRET')?.valueFrom?.secretKeyRef)
-  t.equal(new Set(current.map((ref) => `${ref?.name}/${ref?.key}`)).size, 1, 'the gateway and the backends read the same signing secret')
-  t.notOk(
-    containerOf(gateway).env?.some((v) => v.name === 'TENANT_SIGNING_SECRET_PREVIOUS'),
-    'the gateway signs with the current secret only',
-  )
+  for (const [variable, backend] of [
+    ['AGENCY_SERVICE_SIGNING_SECRET', 'agency-service'],
+    ['RESOURCE_SERVICE_SIGNING_SECRET', 'resource-service'],
+  ] as const) {
+    const refs = [gateway, deployment(backend)].map((d) => containerOf(d).env?.find((v) => v.name === variable)?.valueFrom?.secretKeyRef)
+    t.equal(new Set(refs.map((ref) => `${ref?.name}/${ref?.key}`)).size, 1, `the gateway and ${backend} read the same ${variable}`)
+  }
 })
 
 t.test('the gateway reads TLS from a Secret and the route map from the generated ConfigMap', async (t) => {
