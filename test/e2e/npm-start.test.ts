@@ -1,22 +1,44 @@
 /**
  * `npm start` on this checkout with no configuration at all: embedded
  * Postgres, a development certificate, no Redis. Drives it as a newcomer
- * would, with the CLI and curl-like HTTPS requests, then stops it with Ctrl-C.
+ * would, with the CLI and curl-like HTTPS requests: the banner's commands,
+ * many new keys used at once on their first use while ctl works beside them
+ * (issue 33: the embedded Postgres is one session shared by every
+ * connection), and the README's shell examples; then stops it with Ctrl-C.
  */
 import t from 'tap'
 import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { connect } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { Agent, request } from 'undici'
 import { childEnv, projectRoot, runCtl } from '../helpers/processes.js'
+import { readmeExamples, runShellExamples } from '../helpers/readme-examples.js'
 
 const insecure = new Agent({ connect: { rejectUnauthorized: false } })
 
-async function get(path: string, key: string): Promise<{ status: number; body: unknown }> {
+async function get(path: string, key: string): Promise<{ status: number; body: unknown; retryAfter: unknown }> {
   const response = await request(`https://127.0.0.1:8443${path}`, { headers: { authorization: `Bearer ${key}` }, dispatcher: insecure })
-  return { status: response.statusCode, body: await response.body.json() }
+  return { status: response.statusCode, body: await response.body.json(), retryAfter: response.headers['retry-after'] }
+}
+
+/** Rounds of new keys made with ctl (several at once), each used at once from several clients on its first use, ctl listing beside them. */
+async function firstUses(ctl: (args: string[]) => Promise<Record<string, string>>, subAccountId: string): Promise<string[]> {
+  const answers: string[] = []
+  for (let round = 0; round < 4; round++) {
+    const made = await Promise.all([0, 1, 2].map((i) => ctl(['key', 'create', '--sub-account', subAccountId, '--name', `burst ${round}.${i}`])))
+    const uses = made.flatMap((key) => [0, 1, 2, 3].map(() => get('/v1/agents', key['key']!)))
+    const [results] = await Promise.all([Promise.all(uses), ctl(['key', 'list', '--sub-account', subAccountId])])
+    answers.push(...results.map((result) => (result.status === 200 ? '200' : `${result.status} ${JSON.stringify(result.body)}`)))
+  }
+  return answers
 }
 
 t.test('npm start runs the whole stack with no configuration', async (t) => {
+  // The logs are appended to, run after run: this run's lines are those after this offset.
+  const gatewayLog = join(projectRoot, '.data/logs/gateway.log')
+  const logStart = statSync(gatewayLog, { throwIfNoEntry: false })?.size ?? 0
   const stack = spawn('npm', ['start'], { cwd: projectRoot, env: childEnv({}), stdio: ['ignore', 'pipe', 'pipe'], detached: true })
   let output = ''
   stack.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()))
@@ -40,6 +62,9 @@ t.test('npm start runs the whole stack with no configuration', async (t) => {
   })
   t.match(output, /https:\/\/localhost:8443/, 'the banner shows the API URL')
   t.match(output, /ctl -- agency create/, 'the banner shows how to make a first agency')
+  t.match(output, /ctl -- key create --sub-account S /, 'a sub-account key')
+  t.match(output, /ctl -- key create --agency A /, 'and an agency key')
+  t.match(output, /the key is its "key"/, 'and where the key is in ctl’s answer')
 
   const ctl = async (args: string[]): Promise<Record<string, string>> => {
     const result = await runCtl(args, {})
@@ -53,6 +78,26 @@ t.test('npm start runs the whole stack with no configuration', async (t) => {
   const listed = await get('/v1/agents', key['key']!)
   t.equal(listed.status, 200)
   t.match(listed.body, { success: true, data: [], pagination: { limit: 20, hasMore: false } })
+  const agencyKey = await ctl(['key', 'create', '--agency', agency['id']!, '--name', 'agency key'])
+  t.match(await get('/v1/agency', agencyKey['key']!), { status: 200, body: { success: true, data: { id: agency['id'] } } }, 'an agency key, made with ctl')
+
+  const answers = await firstUses(ctl, sub['id']!)
+  t.same(
+    answers.filter((answer) => answer !== '200'),
+    [],
+    `${answers.length} first uses of new keys, several at once with ctl beside them: every one 200`,
+  )
+  const logged = readFileSync(gatewayLog).subarray(logStart).toString()
+  t.notMatch(logged, /already exists|key store unavailable/, 'no statement collided in the shared session, no lookup failed')
+  const ready = await request('http://127.0.0.1:9090/readyz')
+  t.match(await ready.body.json(), { status: 'ready', checks: { keyLookup: true } }, 'ready, the key lookup included')
+
+  const dir = mkdtempSync(join(tmpdir(), 'npm-start-readme-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const shell = await runShellExamples(readmeExamples(), { subAccountId: sub['id']! }, dir)
+  t.equal(shell.status, 0, `the README's shell examples run as written: ${shell.stderr}`)
+  t.equal(shell.stdout.split('\n').filter((line) => line !== '').length, 4, `each answer on a line of its own:\n${shell.stdout}`)
+  t.match(shell.stdout, /"name":"Ada"/)
 
   await ctl(['key', 'revoke', key['id']!])
   const revoked = await get('/v1/agents', key['key']!)
