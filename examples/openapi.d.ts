@@ -369,6 +369,11 @@ export interface components {
       createdAt: string
       /** Format: date-time */
       updatedAt: string
+      /** @description The rate limit every new key of the sub-account gets unless it is given one of its own; sub-account members cannot change it or a key’s limit. null: the route’s defaults. Existing keys keep theirs. */
+      keyRateLimit: {
+        rate: number
+        burst: number
+      } | null
     }
     Pagination: {
       limit: number
@@ -388,6 +393,11 @@ export interface components {
     }
     SubAccountUpdate: {
       name?: string
+      /** @description The rate limit every new key of the sub-account gets unless it is given one of its own; sub-account members cannot change it or a key’s limit. null: the route’s defaults. Existing keys keep theirs. */
+      keyRateLimit?: {
+        rate: number
+        burst: number
+      } | null
     }
     KeyItem: {
       /** Format: uuid */

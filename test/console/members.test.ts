@@ -148,6 +148,7 @@ t.test('an owner disables an account of this agency alone: its sessions end at o
   t.notMatch(list.body, disablePath, 'with nothing more to disable')
 
   await flushRefusals(started)
+  t.match((await owner.get(`/console/agencies/${world.agencyId}/audit`)).body, '(1 in that minute)', 'the trail page shows the count of the refusals')
   const { rows } = await pool.query<EventRow>(
     `SELECT type, actor_kind, actor_id, sub_account_id, user_id, role, host(client_address) AS client_address
        FROM audit_events WHERE agency_id = $1 AND type IN ('user.disabled', 'user.sign-in-refused') ORDER BY seq`,

@@ -67,7 +67,9 @@ export function auditPage(options: AuditPageOptions): string {
   const rows = events.map(
     (event) => html`<tr>
   <td>${formatTime(event.at, '—')}</td>
-  <td><span class="event-type">${typeNames[event.type]}</span> <code class="hint">${event.type}</code></td>
+  <td><span class="event-type">${typeNames[event.type]}</span>${
+    event.refusals !== null && html` <span class="refusals">(${String(event.refusals)} in that minute)</span>`
+  } <code class="hint">${event.type}</code></td>
   <td>${subjectCell(event, names, area)}</td>
   <td>${actorCell(event, names)}</td>
   <td>${event.clientAddress === null ? html`<span>—</span>` : html`<code>${event.clientAddress}</code>`}</td>

@@ -73,7 +73,7 @@ export function keyIdOf(params: KeyParams): string {
   return uuidOrNotFound(params.keyId, () => new ApiError('keyNotFound'))
 }
 
-const notices: readonly Notice[] = ['revoked', 'deleted', 'addresses', 'rate-limit']
+const notices: readonly Notice[] = ['revoked', 'deleted', 'addresses', 'rate-limit', 'default-rate-limit']
 
 export function noticeOf(query: unknown): { notice?: Notice; unconfirmed: boolean } {
   const values = typeof query === 'object' && query !== null ? (query as Record<string, unknown>) : {}

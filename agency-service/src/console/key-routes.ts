@@ -27,6 +27,7 @@ import { cookieOptions, REVEAL_COOKIE } from './cookies.js'
 import { FORM_BODY_LIMIT, formField } from './csrf.js'
 import { sendPage } from './error-page.js'
 import { addressRoutes, endRoutes, rateLimitRoutes, rollRoutes } from './key-change-routes.js'
+import { defaultKeyRateLimit, defaultRateLimitRoutes } from './key-default-routes.js'
 import { CREATE_FIELDS, cidrsFromForm, createFieldOf, expiryFromForm } from './key-forms.js'
 import { takeReveal } from './key-reveal.js'
 import type { AreaResolver, KeyParams, KeyRouteContext, KeyRoutesOptions, TenantParams } from './key-route-context.js'
@@ -51,6 +52,7 @@ export async function keyRoutes(app: FastifyInstance, options: KeyRoutesOptions)
     addressRoutes(context)
     rateLimitRoutes(context)
     endRoutes(context)
+    if (kind.path === consoleRoutes.subAccountKeys) defaultRateLimitRoutes(context)
   }
 }
 
@@ -61,7 +63,9 @@ function listRoutes(context: KeyRouteContext): void {
   app.get<{ Params: TenantParams }>(path, async (request, reply) => {
     const area = await areaOf(request)
     const list = await keys.list(area.owner)
-    return sendPage(reply, 200, keysPage({ paths, session: sessionOf(request), area, keys: list, ...noticeOf(request.query) }))
+    const defaultRateLimit = area.subAccount === null ? undefined : await defaultKeyRateLimit(context, area)
+    const view = { paths, session: sessionOf(request), area, keys: list, ...noticeOf(request.query) }
+    return sendPage(reply, 200, keysPage(defaultRateLimit === undefined ? view : { ...view, defaultRateLimit }))
   })
 
   app.post<{ Params: TenantParams }>(path, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {

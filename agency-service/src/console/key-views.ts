@@ -23,7 +23,7 @@ export const KEY_LIMIT_HINT = 'Revoke a key that is no longer used before creati
 export type KeyAction = 'revoke' | 'delete'
 
 /** What the list page says after a redirect; a closed vocabulary read from the query string. */
-export type Notice = 'revoked' | 'deleted' | 'addresses' | 'rate-limit'
+export type Notice = 'revoked' | 'deleted' | 'addresses' | 'rate-limit' | 'default-rate-limit'
 
 /** The expiry presets of the create form, in seconds (`date`: the date field instead). */
 export const EXPIRY_PRESETS = [
@@ -228,6 +228,7 @@ const noticeText: Record<Notice, string> = {
   deleted: 'The key was deleted, with its record.',
   addresses: 'The key’s allowed addresses were changed. The next request is judged by the new list, on every gateway.',
   'rate-limit': 'The key’s rate limit was changed. The next request is counted against the new limit, on every gateway.',
+  'default-rate-limit': 'The default rate limit for new keys was changed. Keys created from now on get it; existing keys keep theirs.',
 }
 
 export interface KeysPageOptions {
@@ -236,6 +237,8 @@ export interface KeysPageOptions {
   area: KeyArea
   keys: readonly KeySummary[]
   notice?: Notice | undefined
+  /** A sub-account's default rate limit for new keys (null: the route's); shown in a sub-account's settings. */
+  defaultRateLimit?: RateLimit | null
   /** Set when not every gateway replica confirmed the change within the wait. */
   unconfirmed?: boolean
   form?: CreateFormState
@@ -263,9 +266,18 @@ ${
   }</div>`
 }
 ${createForm(area, session, activeCount, options.form ?? {})}
+${defaultRateLimitLine(area, options.defaultRateLimit)}
 <h2 id="keys-heading">Keys</h2>
 ${keyTable(area, keys)}`,
   })
+}
+
+/** A sub-account's default rate limit for new keys, with a link to change it for those who may. */
+function defaultRateLimitLine(area: KeyArea, limit: RateLimit | null | undefined): SafeHtml | false {
+  if (area.subAccount === null || limit === undefined) return false
+  return html`<p id="default-rate-limit">Rate limit of new keys: <strong>${limit === null ? 'the route default' : rateLimitText(limit)}</strong>${
+    area.canSetRateLimit && html` · <a href="${area.keysPath}/default-rate-limit">Change</a>`
+  }</p>`
 }
 
 /** What the created-key page says about the key a roll replaced. */

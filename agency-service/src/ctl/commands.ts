@@ -9,6 +9,7 @@ import type { Pool } from '@scoped/shared/db'
 import { migrate } from '@scoped/shared/migrate'
 import { grantLogin } from '../db-logins.js'
 import { readPassword } from '../password-prompt.js'
+import { setSubAccountKeyRateLimit } from './sub-account-commands.js'
 import { TenantStore } from '../tenants.js'
 import { MembershipService } from '../users/memberships.js'
 import { UserService } from '../users/user-service.js'
@@ -21,6 +22,7 @@ const commands: Readonly<Record<string, Command>> = {
   migrate: async ({ env }) => ({ applied: await migrate(readDatabaseUrl(env).url) }),
   'agency create': ({ pool, flags }) => new TenantStore(pool).createAgency(required(flags, 'name')),
   'sub-account create': ({ pool, flags, actor }) => new TenantStore(pool).createSubAccount(required(flags, 'agency'), required(flags, 'name'), actor),
+  'sub-account key-rate-limit': setSubAccountKeyRateLimit,
   'user create': async ({ pool, flags, actor }) => {
     const user = { email: required(flags, 'email'), agencyId: required(flags, 'agency'), role: required(flags, 'role'), subAccountId: flags['sub-account'] }
     return new TenantStore(pool).createUser({ ...user, password: await readPassword('password') }, actor)

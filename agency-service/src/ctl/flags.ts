@@ -16,6 +16,7 @@ export const USAGE = `usage: ctl <command>
   migrate
   agency create --name N
   sub-account create --agency A --name N
+  sub-account key-rate-limit S (--rate R --burst B | --clear-rate-limit)   (the default every new key of S gets)
   user create --email E --agency A --role owner|admin|member [--sub-account S]   (password on stdin)
   user disable --email E                                         (ends the user's sessions at once; sign-in refused)
   user password --email E                                        (new password on stdin; ends the user's sessions)
@@ -111,7 +112,7 @@ export const RATE_LIMIT_FIELDS = { rate: '--rate', burst: '--burst' } as const
 export function rateLimitOf(flags: Flags, clear: boolean): RateLimitInput | null | undefined {
   const given = flags.rate !== undefined || flags.burst !== undefined
   if (flags['clear-rate-limit'] === true) {
-    if (!clear) throw new UsageError('--clear-rate-limit is for key update')
+    if (!clear) throw new UsageError('--clear-rate-limit is for key update and sub-account key-rate-limit')
     if (given) throw new UsageError('give --rate and --burst, or --clear-rate-limit, not both')
     return null
   }

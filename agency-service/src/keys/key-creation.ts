@@ -3,8 +3,10 @@
  * sub-account count toward the limit (key-status.ts), counted under a row
  * lock on the owning tenant, so concurrent creations cannot overshoot. The
  * plaintext is returned once and kept nowhere; only its hash and hint are
- * stored, with the audit event in the same transaction. Returns once every
- * gateway replica knows the key (confirmCreated).
+ * stored, with the audit event in the same transaction. A sub-account key
+ * without a rate limit of its own gets its sub-account's default for new
+ * keys (routes/sub-account-store.ts), which its agency sets. Returns once
+ * every gateway replica knows the key (confirmCreated).
  */
 import { inTransaction } from '@scoped/shared/db'
 import type { PoolClient } from '@scoped/shared/db'
@@ -33,7 +35,7 @@ export interface NewKeyOptions {
   expiresAt?: Date | null
   /** CIDR blocks (or addresses) the key may be used from; undefined or empty: any address. */
   allowedCidrs?: unknown
-  /** The key's own rate limit; undefined or null: the routes file's. */
+  /** The key's own rate limit; undefined or null: its sub-account's default for new keys, else the routes file's. */
   rateLimit?: RateLimitInput | null
   /** How the caller's input names these, for messages (`body.expiresAt`, `--allow-cidr`, `--rate`). */
   fields?: KeyFieldNames
@@ -101,7 +103,10 @@ async function insertKey(client: PoolClient, owner: KeyOwner, agencyId: string, 
   const subAccountId = owner.scope === 'SUB-ACCOUNT' ? owner.subAccountId : null
   const inserted = await client.query<KeyRow>(
     `INSERT INTO api_keys (scope, agency_id, sub_account_id, name, key_hash, hint, created_by, expires_at, allowed_cidrs, rate_limit_rate, rate_limit_burst)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::cidr[], $10, $11) RETURNING ${KEY_COLUMNS}`,
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::cidr[],
+             COALESCE($10::float8, (SELECT key_rate_limit_rate FROM sub_accounts WHERE id = $3)),
+             COALESCE($11::int, (SELECT key_rate_limit_burst FROM sub_accounts WHERE id = $3)))
+     RETURNING ${KEY_COLUMNS}`,
     [
       owner.scope,
       agencyId,

@@ -1,6 +1,7 @@
 /**
  * /v1/agency/sub-accounts: list, create, read, rename and delete the
- * caller's agency's sub-accounts. Another agency's sub-account, or an id
+ * caller's agency's sub-accounts, and set a sub-account's default rate limit
+ * for its new keys (`keyRateLimit`). Another agency's sub-account, or an id
  * that is not a UUID, is answered like one that does not exist.
  *
  * Deleting a sub-account deletes its keys with the same immediate effect as
@@ -15,8 +16,11 @@ import { ApiError } from '@scoped/shared/errors'
 import type { ListQuery } from '@scoped/shared/pagination'
 import { listQuerySchema, readLimitAsNumber } from '@scoped/shared/pagination'
 import { nameSchema, requireName, uuidOrNotFound } from '@scoped/shared/validation'
+import { MAX_BURST, MAX_RATE } from '@scoped/shared/rate-limit'
 import { keyActor } from '../audit/actor.js'
-import type { KeyService } from '../keys/key-service.js'
+import { checkedRateLimit } from '../keys/key-input.js'
+import type { KeyService, RateLimitInput } from '../keys/key-service.js'
+import { KEY_RATE_LIMIT_FIELDS } from './sub-account-store.js'
 import { SubAccountStore } from './sub-account-store.js'
 
 interface ById {
@@ -27,13 +31,37 @@ interface NameBody {
   Body: { name?: string }
 }
 
+interface UpdateBody {
+  Body: { name?: string; keyRateLimit?: RateLimitInput | null }
+}
+
+/** A rate limit: `rate` tokens per second, `burst` at most (the bounds of a key's own). */
+const rateLimitSchema = {
+  type: 'object',
+  properties: { rate: { type: 'number', exclusiveMinimum: 0, maximum: MAX_RATE }, burst: { type: 'integer', minimum: 1, maximum: MAX_BURST } },
+  required: ['rate', 'burst'],
+  additionalProperties: false,
+}
+const keyRateLimitSchema = {
+  description:
+    'The rate limit every new key of the sub-account gets unless it is given one of its own; sub-account members cannot change it or a key’s limit. null: the route’s defaults. Existing keys keep theirs.',
+  anyOf: [rateLimitSchema, { type: 'null' }],
+}
+
 const createSchema = { type: 'object', properties: { name: nameSchema }, required: ['name'], additionalProperties: false }
-const updateSchema = { type: 'object', properties: { name: nameSchema }, additionalProperties: false }
+const updateSchema = { type: 'object', properties: { name: nameSchema, keyRateLimit: keyRateLimitSchema }, additionalProperties: false }
 /** The item's schema (SubAccount): answers are serialized with it. */
 const itemSchema = {
   type: 'object',
-  properties: { id: idSchema, agencyId: idSchema, name: { type: 'string' }, createdAt: timestampSchema, updatedAt: timestampSchema },
-  required: ['id', 'agencyId', 'name', 'createdAt', 'updatedAt'],
+  properties: {
+    id: idSchema,
+    agencyId: idSchema,
+    name: { type: 'string' },
+    createdAt: timestampSchema,
+    updatedAt: timestampSchema,
+    keyRateLimit: keyRateLimitSchema,
+  },
+  required: ['id', 'agencyId', 'name', 'createdAt', 'updatedAt', 'keyRateLimit'],
   additionalProperties: false,
 }
 
@@ -70,13 +98,20 @@ export async function subAccountRoutes(app: FastifyInstance, options: { pool: Po
     },
   )
 
-  app.patch<ById & NameBody>(
+  app.patch<ById & UpdateBody>(
     `${path}/:id`,
     { schema: { querystring: NO_QUERY_SCHEMA, body: updateSchema, response: { 200: itemResponse(itemSchema, 'The updated sub-account') } } },
     async (request) => {
       const id = uuidOrNotFound(request.params.id, notFound)
-      if (request.body.name === undefined) throw new ApiError('badRequest', 'body must contain at least one field to change')
-      const item = await store.rename(request.tenant.agencyId, id, requireName(request.body.name, 'body.name'))
+      const { name, keyRateLimit } = request.body
+      if (name === undefined && keyRateLimit === undefined) throw new ApiError('badRequest', 'body must contain at least one field to change')
+      const agencyId = request.tenant.agencyId
+      // Checked before anything is saved, so a bad limit never leaves a rename behind.
+      if (keyRateLimit !== undefined) checkedRateLimit(keyRateLimit, KEY_RATE_LIMIT_FIELDS)
+      let item = name === undefined ? await store.find(agencyId, id) : await store.rename(agencyId, id, requireName(name, 'body.name'))
+      if (item !== undefined && keyRateLimit !== undefined) {
+        item = await store.setKeyRateLimit(agencyId, id, keyRateLimit, keyActor(request.tenant.keyId, request.ip))
+      }
       if (item === undefined) throw notFound()
       return { success: true, data: item }
     },
