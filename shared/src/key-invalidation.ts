@@ -30,6 +30,7 @@ import { ApiError } from './errors.js'
 import type { KeyInvalidation, KeyStateCodec } from './key-state.js'
 import { ACK_LIST_TTL_SECONDS, isTerminal, newInvalidationMessage, redisNames, redisTtlSeconds } from './key-state.js'
 import { replicasBehind } from './key-store.js'
+import { withStateVersions } from './key-versions.js'
 import { withDeadline } from './deadline.js'
 
 /** How often each gateway replica polls the invalidation log. */
@@ -124,8 +125,14 @@ export class KeyRevocationNotifier implements KeyInvalidator {
       // The acknowledgement wait plus time for the commands, but never more than half of what is left:
       // the Postgres confirmation (the backstop) always gets the other half, and the whole stays within the deadline.
       const budget = Math.max(0, Math.min((this.options.ackWaitMs ?? ACK_WAIT_MS) + 2_000, (deadline - Date.now()) / 2))
+      // Changed keys go with their versions; when Postgres cannot say them, acknowledgements confirm nothing (the log does).
+      const versioned = await withDeadline(withStateVersions(this.pool, keys), budget, 'reading state versions').catch(() => undefined)
       try {
-        await withDeadline(this.fastPath(this.redis, keys, acknowledgedBy, report), budget, 'the Redis invalidation')
+        await withDeadline(
+          this.fastPath(this.redis, versioned ?? keys, versioned === undefined ? new Set() : acknowledgedBy, report),
+          budget,
+          'the Redis invalidation',
+        )
       } catch (error) {
         report.problems.push(`Redis: ${errorText(error)}`)
       }

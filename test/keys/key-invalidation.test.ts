@@ -270,3 +270,21 @@ t.test('invalidate returns within its deadline, whatever hangs', async (t) => {
     if (redisState === 'hangs' || postgresState === 'hangs') t.ok(report.problems.length > 0, `${name}: says what went wrong`)
   }
 })
+
+t.test('a change goes out with the state version it made, so a replica pins it before it acknowledges', async (t) => {
+  await noReplicasRegistered(t)
+  const redis = await createTestRedis(t)
+  const secret = newKeyCacheSecret()
+  const replica = await standInReplica(t, { secret, redis, registry: { pool: db.pool } })
+  await replica.pause()
+  const tenants = await createTestTenants(db.pool, `Versions ${randomUUID().slice(0, 8)}`)
+  const service = new KeyService(db.pool, testInvalidator(t, db.pool, { redis, secret, liveWindowMs: 60_000, ackWaitMs: 8_000 }))
+  const created = await service.create({ scope: 'AGENCY', agencyId: tenants.agencyId }, 'versioned', 'test')
+  await service.update(created.id, { actor: 'user:u1', allowedCidrs: ['10.9.9.9/32'] })
+  await service.update(created.id, { actor: 'user:u1', rateLimit: { rate: 1, burst: 2 } })
+  t.same(
+    replica.messages.map((message) => message.keys),
+    [[{ hash: hashKey(created.key), state: 'changed', version: 2 }], [{ hash: hashKey(created.key), state: 'changed', version: 3 }]],
+    'confirmed by the acknowledgement of a replica that heard each version',
+  )
+})
