@@ -35,7 +35,7 @@ import { AGENCY_SERVICE_AUDIENCE, RESOURCE_SERVICE_AUDIENCE } from '@scoped/shar
 import type { RouteMap, ScopedRoute } from '@scoped/gateway/route-map'
 import { matchRoute, parseRouteMap } from '@scoped/gateway/route-map'
 import { projectRoot } from '../test/helpers/processes.js'
-import { SchemaNames } from './api-schemas.js'
+import { pascal, SchemaNames, singular } from './api-schemas.js'
 
 export const openApiFile = join(projectRoot, 'deploy', 'openapi.json')
 export const defaultRoutesFile = join(projectRoot, 'deploy', 'routes.yaml')
@@ -92,22 +92,6 @@ export async function serviceDocuments(): Promise<ServiceDocument[]> {
 }
 
 // ---------------------------------------------------------------- names
-
-function words(segment: string): string[] {
-  return segment.split(/[-_]/).filter((word) => word !== '')
-}
-
-function pascal(segment: string): string {
-  return words(segment)
-    .map((word) => word[0]!.toUpperCase() + word.slice(1))
-    .join('')
-}
-
-function singular(segment: string): string {
-  if (segment.endsWith('ies')) return `${segment.slice(0, -3)}y`
-  if (segment.endsWith('s') && !segment.endsWith('ss')) return segment.slice(0, -1)
-  return segment
-}
 
 function isParameter(segment: string): boolean {
   return segment.startsWith('{') && segment.endsWith('}')

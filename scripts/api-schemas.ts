@@ -24,7 +24,8 @@ function isParameter(segment: string): boolean {
   return segment.startsWith('{') && segment.endsWith('}')
 }
 
-function pascal(segment: string): string {
+/** `sub-accounts` → `SubAccounts`: a path segment as a type's name. */
+export function pascal(segment: string): string {
   return segment
     .split(/[-_]/)
     .filter((word) => word !== '')
@@ -32,7 +33,8 @@ function pascal(segment: string): string {
     .join('')
 }
 
-function singular(segment: string): string {
+/** `agencies` → `agency`, `calls` → `call`. */
+export function singular(segment: string): string {
   if (segment.endsWith('ies')) return `${segment.slice(0, -3)}y`
   if (segment.endsWith('s') && !segment.endsWith('ss')) return segment.slice(0, -1)
   return segment

@@ -124,7 +124,11 @@ export class ConsoleClient {
 
   private cookieHeader(path: string): string | undefined {
     const pairs = [...this.jar.entries()]
-      .filter(([, cookie]) => path === cookie.path || path.startsWith(cookie.path.endsWith('/') ? cookie.path : `${cookie.path}/`))
+      // A browser matches a cookie's path against the request's path, never its query string.
+      .filter(([, cookie]) => {
+        const target = path.split('?', 1)[0]!
+        return target === cookie.path || target.startsWith(cookie.path.endsWith('/') ? cookie.path : `${cookie.path}/`)
+      })
       .map(([name, cookie]) => `${name}=${cookie.value}`)
     return pairs.length === 0 ? undefined : pairs.join('; ')
   }

@@ -7,7 +7,6 @@
  * the agent is gone afterwards and a bystander sub-account's agents are
  * untouched. Without a key it stops with a clear message.
  */
-import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -17,7 +16,9 @@ import { KeyService } from '@scoped/agency-service/keys/key-service'
 import { TenantStore } from '@scoped/agency-service/tenants'
 import { httpsClient } from '../helpers/https.js'
 import type { ProcessEnv } from '../helpers/processes.js'
-import { childEnv, projectRoot, tsNodeArgs } from '../helpers/processes.js'
+import { tsNodeArgs } from '../helpers/processes.js'
+import { run } from '../helpers/readme-examples.js'
+import type { RunResult } from '../helpers/readme-examples.js'
 import { startStack } from '../helpers/stack.js'
 
 const stack = await startStack(t)
@@ -34,20 +35,9 @@ t.teardown(() => rmSync(dir, { recursive: true, force: true }))
 const caFile = join(dir, 'cert.pem')
 writeFileSync(caFile, stack.cert)
 
-function runExample(env: ProcessEnv): Promise<{ status: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...tsNodeArgs, 'examples/typed-client.ts'], {
-      cwd: projectRoot,
-      env: childEnv(env),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()))
-    child.on('error', reject)
-    child.on('close', (status) => resolve({ status, stdout, stderr }))
-  })
+/** The example as a reader runs it, with `env` on top of the test's environment. */
+function runExample(env: ProcessEnv): Promise<RunResult> {
+  return run(process.execPath, [...tsNodeArgs, 'examples/typed-client.ts'], env)
 }
 
 const api = httpsClient(t, port, stack.cert, { openapi: true })

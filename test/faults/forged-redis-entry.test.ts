@@ -153,7 +153,8 @@ t.test('forged Redis entries and acknowledgements', async (t) => {
     await actsAsItself(t, secondClient, 'fresh replica')
     await actsAsItself(t, first, 'first replica')
     const counted = (await forgedEntries(second.adminPort)) - before
-    t.ok(counted >= ownKeys.length + unknownKeys.length, `the fresh replica read each forged entry and refused it (${counted} counted)`)
+    // Keys never issued are answered from the issued-key filter: their forged entries are never even read.
+    t.ok(counted >= ownKeys.length, `the fresh replica read each forged entry of an issued key and refused it (${counted} counted)`)
   })
 
   await t.test('after the in-memory entries are gone, Redis is read again and still refused', async (t) => {

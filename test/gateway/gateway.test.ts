@@ -409,7 +409,7 @@ t.test('operations listener: healthz, readyz, metrics', async (t) => {
   t.equal((await get('/healthz')).status, 200)
   const ready = await get('/readyz')
   t.equal(ready.status, 200)
-  t.same(JSON.parse(ready.text).checks, { postgres: true, keyLookup: true, invalidationLog: true, routes: true, accepting: true })
+  t.same(JSON.parse(ready.text).checks, { postgres: true, keyLookup: true, invalidationLog: true, issuedKeys: true, routes: true, accepting: true })
   const metrics = (await get('/metrics')).text
   t.match(metrics, /gateway_requests_total\{outcome="forwarded",scope="SUB-ACCOUNT",route="\/v1\/agents"\} \d+/)
   t.match(metrics, /gateway_requests_total\{outcome="scope-mismatch",scope="AGENCY",route="\/v1\/agents"\} \d+/)

@@ -223,14 +223,15 @@ t.test('JSON nesting is bounded on API routes (400, never a 500); console bodies
 t.test('a full upstream pool answers 503 at once instead of queueing without end', async (t) => {
   // The backend holds each of the two slow requests 2 s (within this replica's upstream timeout): long enough,
   // however busy the machine, for the third request to find both connections taken. One each from two
-  // tenants (a tenant may hold only half the connections), and the third from a third: the console.
+  // tenants (a tenant may hold only half the connections), and the third from a third: the agency. (The console
+  // has connections of its own: test/gateway/upstream.test.ts.)
   const replica = await fixture.startReplica({ GATEWAY_UPSTREAM_CONNECTIONS: '2', GATEWAY_UPSTREAM_QUEUE: '0', GATEWAY_UPSTREAM_TIMEOUT_MS: '10000' }, { t })
   const slow = [subKey, otherSubKey].map((key, i) =>
     replica.client.request(`/v1/agents?pool-holder=${i + 1}`, { headers: { ...bearer(key.key), 'x-echo-delay-ms': '2000' } }),
   )
   // Both hold a connection once the backend has their requests (the echo prints each request line as it arrives).
   await waitFor(() => [1, 2].every((i) => fixture.echo.output().includes(`pool-holder=${i}`)), 'both slow requests to reach the backend')
-  const busy = await replica.client.request('/console/sign-in')
+  const busy = await replica.client.request('/v1/agency', { headers: bearer(agencyKey.key) })
   t.equal(busy.status, 503)
   t.same(busy.json, { success: false, message: errorCatalog.upstreamBusy.message })
   t.equal(busy.headers['retry-after'], String(UNAVAILABLE_RETRY_AFTER_SECONDS), 'with when to retry')

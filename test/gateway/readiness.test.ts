@@ -31,7 +31,7 @@ t.test('a replica whose key lookup fails is not ready and says why, while Postgr
   t.equal((await get(warm.key)).status, 200, 'a key now held in memory')
   const ready = await readyz(replica.ports.admin)
   t.equal(ready.status, 200, 'ready')
-  t.same(ready.body, { status: 'ready', checks: { postgres: true, keyLookup: true, invalidationLog: true, routes: true, accepting: true } })
+  t.same(ready.body, { status: 'ready', checks: { postgres: true, keyLookup: true, invalidationLog: true, issuedKeys: true, routes: true, accepting: true } })
 
   // The lookup reads this table; without it every lookup fails, while `SELECT 1` and the invalidation log still answer.
   await fixture.db.pool.query('ALTER TABLE deleted_api_keys RENAME TO deleted_api_keys_away')
@@ -41,7 +41,7 @@ t.test('a replica whose key lookup fails is not ready and says why, while Postgr
   t.equal(refused.status, 503, 'a key not in memory cannot be verified')
   t.same(refused.json, { success: false, message: errorCatalog.authUnavailable.message })
   t.equal(refused.headers['retry-after'], String(UNAVAILABLE_RETRY_AFTER_SECONDS), 'and says when to retry')
-  t.equal((await get(generateKey())).status, 503, 'nor an unknown one')
+  t.equal((await get(generateKey())).status, 401, 'a key never issued is still answered from the issued-key filter, with no lookup')
   t.equal((await get(warm.key)).status, 200, 'the key held in memory keeps working')
 
   const notReady = await readyz(replica.ports.admin)
@@ -65,7 +65,7 @@ t.test('a replica whose key lookup fails is not ready and says why, while Postgr
     LOOKUP_FAILURE_WINDOW_MS + 10_000,
     250,
   )
-  t.same(back.body.checks, { postgres: true, keyLookup: true, invalidationLog: true, routes: true, accepting: true }, 'ready again by itself')
+  t.same(back.body.checks, { postgres: true, keyLookup: true, invalidationLog: true, issuedKeys: true, routes: true, accepting: true }, 'ready again by itself')
 })
 
 t.test('Postgres unreachable: every check that depends on it fails, each with its reason', async (t) => {

@@ -97,7 +97,8 @@ export async function standInReplica(t: Teardown, options: StandInOptions): Prom
         return
       }
       messages.push(message)
-      droppedByMessage.push(...message.keys.map((key) => key.hash))
+      // A creation drops nothing (it adds to the issued-key filter): only what a gateway forgets is recorded.
+      droppedByMessage.push(...message.keys.filter((key) => key.state !== 'created').map((key) => key.hash))
       if (acknowledge) void acknowledgeInvalidation(acks, prefix, codec, message.id, id).catch(() => undefined)
     })
     await subscriber.subscribe(redisNames(prefix).channel)
@@ -117,7 +118,7 @@ export async function standInReplica(t: Teardown, options: StandInOptions): Prom
       const sentAt = Date.now()
       const result = await pollInvalidations(registry.pool, id, applied, LIVE_WINDOW_MS)
       if (registry.mode !== 'stuck') {
-        droppedByLog.push(...result.changes.map((change) => change.hash))
+        droppedByLog.push(...result.changes.filter((change) => change.state !== 'created').map((change) => change.hash))
         applied = result.snapshot
       }
       polls.count++

@@ -23,12 +23,14 @@ export interface ReadmeExamples {
   blocks: Record<string, string[]>
 }
 
-/** The fenced code blocks of the README's "Client examples" section, by their language. */
+/** The fenced code blocks of the README's "Client examples" section (before its first subsection), by their language. */
 export function readmeExamples(): ReadmeExamples {
   const readme = readFileSync(join(projectRoot, 'README.md'), 'utf8')
   const start = readme.indexOf('## Client examples')
   if (start === -1) throw new Error('README.md has no "## Client examples" section')
-  const end = readme.indexOf('\n## ', start + 1)
+  // Up to the next heading: the typed client's subsection has a test of its own (test/e2e/typed-client.test.ts).
+  const after = readme.slice(start + 1).search(/\n###? /)
+  const end = after === -1 ? -1 : start + 1 + after
   const section = readme.slice(start, end === -1 ? undefined : end)
   const blocks: Record<string, string[]> = {}
   for (const match of section.matchAll(/^```(\w+)\n([\s\S]*?)^```$/gm)) (blocks[match[1]!] ??= []).push(match[2]!)

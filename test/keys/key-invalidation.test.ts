@@ -284,7 +284,12 @@ t.test('a change goes out with the state version it made, so a replica pins it b
   await service.update(created.id, { actor: 'user:u1', rateLimit: { rate: 1, burst: 2 } })
   t.same(
     replica.messages.map((message) => message.keys),
-    [[{ hash: hashKey(created.key), state: 'changed', version: 2 }], [{ hash: hashKey(created.key), state: 'changed', version: 3 }]],
+    [
+      // The creation first (for the issued-key filters), then each change with the version it made.
+      [{ hash: hashKey(created.key), state: 'created' }],
+      [{ hash: hashKey(created.key), state: 'changed', version: 2 }],
+      [{ hash: hashKey(created.key), state: 'changed', version: 3 }],
+    ],
     'confirmed by the acknowledgement of a replica that heard each version',
   )
 })

@@ -111,7 +111,9 @@ t.test('health probes answer without a signature; unknown routes answer 404 in t
     t.same(response.json, { success: false, message: 'Not found' }, path)
     t.match(response.headers.get('content-type'), /^application\/json/)
   }
+  // A method the path does not take: 405 with the methods it does (RFC 9110 asks for Allow).
   const put = await alice.patch('/v1/agents', { name: 'x' })
-  t.equal(put.status, 404, 'a verb the resource does not have')
-  t.same(put.json, { success: false, message: 'Not found' })
+  t.equal(put.status, 405, 'a verb the resource does not have')
+  t.same(put.json, { success: false, message: 'Method not allowed' })
+  t.equal(put.headers.get('allow'), 'GET, HEAD, POST', 'and the ones it has')
 })

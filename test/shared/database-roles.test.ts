@@ -53,6 +53,7 @@ const EXPECTED: Record<string, Record<ServiceGroupRole, string>> = {
   calls: { scoped_gateway: '', scoped_resource: 'SIUD', scoped_agency: '' },
   console_sessions: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIUD' },
   console_sign_in_failures: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIUD' },
+  console_sign_in_refusals: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIUD' },
   console_key_reveals: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIUD' },
   key_invalidations: { scoped_gateway: 'S', scoped_resource: '', scoped_agency: '' },
   gateway_replicas: { scoped_gateway: 'S', scoped_resource: '', scoped_agency: 'S' },
@@ -215,8 +216,8 @@ t.test('agency-service: keys end with their records, the audit trail only grows'
   ])
   t.same(
     log.rows.map((row) => row.state),
-    ['revoked', 'deleted'],
-    'the invalidation log is written by the triggers, which run as the owner',
+    ['created', 'created', 'revoked', 'deleted'],
+    'the invalidation log is written by the triggers, which run as the owner (creations too, for the issued-key filters)',
   )
   t.equal((await db.pool.query(`SELECT 1 FROM deleted_api_keys WHERE key_hash = $1`, [hashKey(second.key)])).rowCount, 1, 'a deleted key leaves its tombstone')
   t.ok((await db.pool.query(`SELECT 1 FROM audit_events`)).rowCount! >= 4, 'each step is in the audit trail')

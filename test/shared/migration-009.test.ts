@@ -67,12 +67,13 @@ t.test('the state version: moved by every change of the state, and by nothing el
   t.same(
     await logged(),
     [
+      ['created', null],
       ['changed', 2],
       ['changed', 3],
       ['changed', 4],
       ['changed', 5],
       ['revoked', null],
     ],
-    'each change is in the log with the version it made; a revoke is final without one',
+    'the creation (migration 010), then each change with the version it made; a revoke is final without one',
   )
 })
