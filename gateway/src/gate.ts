@@ -28,6 +28,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import fp from 'fastify-plugin'
+import { API_METHODS } from '@scoped/shared/http-methods'
 import type { ActiveKeyState } from '@scoped/shared/key-state'
 import { hashKey, hasValidChecksum } from '@scoped/shared/keys'
 import type { Logger } from '@scoped/shared/logger'
@@ -57,7 +58,7 @@ import type { Route, RouteMap, ScopedRoute } from './route-map.js'
 import { matchRoute } from './route-map.js'
 
 /** The methods the gateway forwards; any other (TRACE, QUERY, WebDAV, …) is refused with 405 before authentication. */
-export const FORWARDED_METHODS = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT'] as const
+export const FORWARDED_METHODS = API_METHODS
 const forwardedMethods = new Set<string>(FORWARDED_METHODS)
 /**
  * The gateway's own 405 names every method it forwards (RFC 9110 §15.5.6: a

@@ -7,6 +7,7 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
+import { API_METHODS } from './http-methods.js'
 import { clientErrorCode, errorCatalog, errorEnvelope, isApiError, UNAVAILABLE_RETRY_AFTER_SECONDS } from './errors.js'
 
 function validationMessage(error: FastifyError): string {
@@ -25,12 +26,10 @@ function validationMessage(error: FastifyError): string {
   return `${name} ${first.message ?? 'is invalid'}`
 }
 
-const METHODS = ['DELETE', 'GET', 'HEAD', 'OPTIONS', 'PATCH', 'POST', 'PUT'] as const
-
 /** The methods the request's path takes; none when the path itself is unknown (404, not 405: RFC 9110 §15.5.6 asks for Allow). */
 function allowedMethods(app: FastifyInstance, request: FastifyRequest): string[] {
   const path = request.url.split('?', 1)[0] ?? ''
-  return METHODS.filter((method) => method !== request.method && app.findRoute({ method, url: path }) !== null)
+  return API_METHODS.filter((method) => method !== request.method && app.findRoute({ method, url: path }) !== null)
 }
 
 /** The one writer of an error in the envelope; a 503 always says when to retry (a more precise Retry-After set before stays). */
