@@ -3,7 +3,7 @@ import type { Env, LogLevel } from '@scoped/shared/config'
 import { readKeyCacheSecret } from '@scoped/shared/secrets'
 import { readDatabaseUrl, readHost, readLogLevel, readPort, readRedisKeyPrefix, readRedisUrl } from '@scoped/shared/config'
 import { readAudienceSecrets, readConsoleDeviceSecret } from '@scoped/shared/secrets'
-import { readBackendTls } from '@scoped/shared/backend-server'
+import { readBackendTls, readHealthPort } from '@scoped/shared/backend-server'
 import type { BackendTls } from '@scoped/shared/backend-server'
 import { AGENCY_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
 
@@ -23,15 +23,18 @@ export interface AgencyServiceConfig {
   signingSecrets: readonly Buffer[]
   /** MAC secret of the console's device cookie (CONSOLE_DEVICE_SECRET, or derived). */
   consoleDeviceSecret: Buffer
-  /** AGENCY_SERVICE_TLS_CERT_FILE / AGENCY_SERVICE_TLS_KEY_FILE: listen with TLS; plain HTTP when unset. */
+  /** AGENCY_SERVICE_TLS_CERT_FILE / AGENCY_SERVICE_TLS_KEY_FILE: listen with TLS; plain HTTP when unset. With AGENCY_SERVICE_TLS_CLIENT_CA_FILE: mutual TLS. */
   tls: BackendTls | undefined
+  /** AGENCY_SERVICE_HEALTH_PORT: /healthz and /readyz on a plain-HTTP listener of their own (for probes under mutual TLS). */
+  healthPort: number | undefined
   logLevel: LogLevel
 }
 
 export function readAgencyServiceConfig(env: Env): Readonly<AgencyServiceConfig> {
+  const port = readPort(env, 'AGENCY_SERVICE_PORT', 4001)
   return Object.freeze({
     host: readHost(env, 'AGENCY_SERVICE_HOST', '127.0.0.1'),
-    port: readPort(env, 'AGENCY_SERVICE_PORT', 4001),
+    port,
     databaseUrl: readDatabaseUrl(env).url,
     redisUrl: readRedisUrl(env),
     redisKeyPrefix: readRedisKeyPrefix(env),
@@ -39,6 +42,7 @@ export function readAgencyServiceConfig(env: Env): Readonly<AgencyServiceConfig>
     signingSecrets: readAudienceSecrets(env, AGENCY_SERVICE_AUDIENCE),
     consoleDeviceSecret: readConsoleDeviceSecret(env),
     tls: readBackendTls(env, 'AGENCY_SERVICE'),
+    healthPort: readHealthPort(env, 'AGENCY_SERVICE', port),
     logLevel: readLogLevel(env),
   })
 }

@@ -1,5 +1,5 @@
 /** agency-service: configuration, migrations, then serve until SIGTERM. */
-import { serveUntilTerminated } from '@scoped/shared/backend-server'
+import { serveUntilTerminated, transportOf } from '@scoped/shared/backend-server'
 import { runMain } from '@scoped/shared/config'
 import { createPool } from '@scoped/shared/db'
 import { createLogger } from '@scoped/shared/logger'
@@ -32,6 +32,8 @@ runMain('agency-service', async () => {
     name: 'agency-service',
     host: config.host,
     port: config.port,
+    transport: transportOf(config.tls),
+    ...(config.healthPort === undefined ? {} : { health: { port: config.healthPort, pool } }),
     release: async () => {
       await invalidator.close()
       nonceRedis?.client.disconnect()

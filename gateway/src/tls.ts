@@ -25,22 +25,8 @@ export interface TlsFiles {
   keyFile: string
 }
 
-/** TLS 1.2 or newer on the API listener. */
-export const MIN_TLS_VERSION = 'TLSv1.2'
-
-/**
- * The TLS 1.2 suites offered: forward-secret (ECDHE) AEAD suites only, no CBC,
- * no static RSA key exchange. TLS 1.3 suites (all AEAD and forward-secret)
- * are Node's defaults and are not affected by this list.
- */
-export const TLS12_CIPHERS = [
-  'ECDHE-ECDSA-AES128-GCM-SHA256',
-  'ECDHE-RSA-AES128-GCM-SHA256',
-  'ECDHE-ECDSA-AES256-GCM-SHA384',
-  'ECDHE-RSA-AES256-GCM-SHA384',
-  'ECDHE-ECDSA-CHACHA20-POLY1305',
-  'ECDHE-RSA-CHACHA20-POLY1305',
-].join(':')
+/** The API listener's protocol floor and TLS 1.2 suites: the stack's one list (shared/tls-ciphers.ts). */
+export { MIN_TLS_VERSION, TLS12_CIPHERS } from '@scoped/shared/tls-ciphers'
 
 const DEV_DIR = 'dev-tls'
 const VALIDITY_DAYS = 365

@@ -31,13 +31,15 @@
  * Transport failures are mapped in one place: too slow is 504, anything
  * else (refused, reset, closed) is 502.
  *
- * An `https://` upstream is reached over TLS 1.2 or newer, its certificate
+ * An `https://` upstream is reached over TLS 1.2 or newer (forward-secret
+ * AEAD suites only, as the backends pin them too), its certificate
  * checked against the route's `tls.caFile` (else the system's CAs) and its
  * name (the upstream's host, or `tls.serverName`), with the route's client
  * certificate when it has one (route-map.ts).
  */
 import type { Client } from 'undici'
 import type { Tenant } from '@scoped/shared/tenant-signature'
+import { MIN_TLS_VERSION, TLS12_CIPHERS } from '@scoped/shared/tls-ciphers'
 import type { UpstreamTls } from './route-map.js'
 import type { BackendBounds, BackendShare, UpstreamExchange, UpstreamRefusal } from './upstream-backend.js'
 import { Backend } from './upstream-backend.js'
@@ -104,7 +106,8 @@ export class Upstreams {
     const tls = this.tls.get(origin)
     return {
       rejectUnauthorized: true,
-      minVersion: 'TLSv1.2',
+      minVersion: MIN_TLS_VERSION,
+      ciphers: TLS12_CIPHERS,
       ...(tls?.ca === undefined ? {} : { ca: tls.ca }),
       ...(tls?.cert === undefined || tls.key === undefined ? {} : { cert: tls.cert, key: tls.key }),
       ...(tls?.serverName === undefined ? {} : { servername: tls.serverName }),

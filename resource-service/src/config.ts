@@ -2,7 +2,7 @@
 import type { Env, LogLevel } from '@scoped/shared/config'
 import { readDatabaseUrl, readHost, readLogLevel, readPort, readRedisKeyPrefix, readRedisUrl } from '@scoped/shared/config'
 import { readAudienceSecrets } from '@scoped/shared/secrets'
-import { readBackendTls } from '@scoped/shared/backend-server'
+import { readBackendTls, readHealthPort } from '@scoped/shared/backend-server'
 import type { BackendTls } from '@scoped/shared/backend-server'
 import { RESOURCE_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
 
@@ -18,20 +18,24 @@ export interface ResourceServiceConfig {
    * then RESOURCE_SERVICE_SIGNING_SECRET_PREVIOUS (else derived from TENANT_SIGNING_SECRET_PREVIOUS) during a rotation.
    */
   signingSecrets: readonly Buffer[]
-  /** RESOURCE_SERVICE_TLS_CERT_FILE / RESOURCE_SERVICE_TLS_KEY_FILE: listen with TLS; plain HTTP when unset. */
+  /** RESOURCE_SERVICE_TLS_CERT_FILE / RESOURCE_SERVICE_TLS_KEY_FILE: listen with TLS; plain HTTP when unset. With RESOURCE_SERVICE_TLS_CLIENT_CA_FILE: mutual TLS. */
   tls: BackendTls | undefined
+  /** RESOURCE_SERVICE_HEALTH_PORT: /healthz and /readyz on a plain-HTTP listener of their own (for probes under mutual TLS). */
+  healthPort: number | undefined
   logLevel: LogLevel
 }
 
 export function readResourceServiceConfig(env: Env): Readonly<ResourceServiceConfig> {
+  const port = readPort(env, 'RESOURCE_SERVICE_PORT', 4002)
   return Object.freeze({
     host: readHost(env, 'RESOURCE_SERVICE_HOST', '127.0.0.1'),
-    port: readPort(env, 'RESOURCE_SERVICE_PORT', 4002),
+    port,
     databaseUrl: readDatabaseUrl(env).url,
     redisUrl: readRedisUrl(env),
     redisKeyPrefix: readRedisKeyPrefix(env),
     signingSecrets: readAudienceSecrets(env, RESOURCE_SERVICE_AUDIENCE),
     tls: readBackendTls(env, 'RESOURCE_SERVICE'),
+    healthPort: readHealthPort(env, 'RESOURCE_SERVICE', port),
     logLevel: readLogLevel(env),
   })
 }

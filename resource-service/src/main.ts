@@ -1,5 +1,5 @@
 /** resource-service: configuration, migrations, then serve until SIGTERM. */
-import { serveUntilTerminated } from '@scoped/shared/backend-server'
+import { serveUntilTerminated, transportOf } from '@scoped/shared/backend-server'
 import { runMain } from '@scoped/shared/config'
 import { createPool } from '@scoped/shared/db'
 import { createLogger } from '@scoped/shared/logger'
@@ -26,6 +26,8 @@ runMain('resource-service', async () => {
     name: 'resource-service',
     host: config.host,
     port: config.port,
+    transport: transportOf(config.tls),
+    ...(config.healthPort === undefined ? {} : { health: { port: config.healthPort, pool } }),
     release: async () => {
       nonceRedis?.client.disconnect()
       await pool.end()

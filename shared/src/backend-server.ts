@@ -3,18 +3,20 @@
  * about being a server: their Fastify options, the unsigned health probes,
  * and a listen that ends cleanly on SIGTERM.
  */
-import { randomUUID } from 'node:crypto'
+import { X509Certificate, randomUUID } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { createSecureContext } from 'node:tls'
-import type { FastifyInstance, FastifyServerOptions } from 'fastify'
+import Fastify from 'fastify'
+import type { FastifyBaseLogger, FastifyInstance, FastifyServerOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Logger } from 'pino'
 import type { Env } from './config.js'
-import { ConfigError, readFilePath } from './config.js'
+import { ConfigError, readFilePath, readPort } from './config.js'
 import type { Pool } from './db.js'
 import { errorCatalog } from './errors.js'
-import { sendError } from './error-envelope-plugin.js'
+import { errorEnvelopePlugin, sendError } from './error-envelope-plugin.js'
 import { maskForLog } from './log-mask.js'
+import { MIN_TLS_VERSION, TLS12_CIPHERS } from './tls-ciphers.js'
 
 /** Query schema of a route that takes no query parameters: any is refused, like an unknown body field. */
 export const NO_QUERY_SCHEMA = { type: 'object', properties: {}, additionalProperties: false } as const
@@ -96,23 +98,51 @@ export const closeConnectionsWhenStopping = fp(
   { name: 'close-connections-when-stopping', fastify: '5.x' },
 )
 
-/** A backend's own TLS listener: PEM certificate (chain) and private key. */
+/**
+ * A backend's own TLS listener: PEM certificate (chain) and private key, and
+ * with `clientCa` mutual TLS: the handshake fails unless the client presents
+ * a certificate for client authentication signed by that CA (the gateway's;
+ * server certificates of the same CA lack the client-auth usage and are refused).
+ */
 export interface BackendTls {
   cert: string
   key: string
+  clientCa?: string
+}
+
+/** Every PEM certificate of a CA bundle parses: a bad file is said at start, not at the first handshake. */
+function readCaBundle(variable: string, file: string): string {
+  const text = readFileSync(file, 'utf8')
+  const blocks = text.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []
+  if (blocks.length === 0) throw new ConfigError(variable, `${file} holds no PEM certificate`)
+  for (const block of blocks) {
+    try {
+      new X509Certificate(block)
+    } catch (error) {
+      throw new ConfigError(variable, `${file} holds a certificate that does not parse (${error instanceof Error ? error.message : String(error)})`)
+    }
+  }
+  return text
 }
 
 /**
  * `<PREFIX>_TLS_CERT_FILE` and `<PREFIX>_TLS_KEY_FILE` (both or neither),
  * read and checked to be a matching PEM certificate and key; undefined when
- * neither is set (the backend listens on plain HTTP, for a private network).
+ * neither is set (the backend listens on plain HTTP: `npm start` on loopback).
+ * `<PREFIX>_TLS_CLIENT_CA_FILE` (only with the other two) turns on mutual
+ * TLS: the CA whose client certificates alone may connect.
  */
 export function readBackendTls(env: Env, prefix: string): BackendTls | undefined {
   const certVariable = `${prefix}_TLS_CERT_FILE`
   const keyVariable = `${prefix}_TLS_KEY_FILE`
+  const clientCaVariable = `${prefix}_TLS_CLIENT_CA_FILE`
   const certFile = readFilePath(env, certVariable)
   const keyFile = readFilePath(env, keyVariable)
-  if (certFile === undefined && keyFile === undefined) return undefined
+  const clientCaFile = readFilePath(env, clientCaVariable)
+  if (certFile === undefined && keyFile === undefined) {
+    if (clientCaFile !== undefined) throw new ConfigError(clientCaVariable, `needs ${certVariable} and ${keyVariable}: mutual TLS is TLS first`)
+    return undefined
+  }
   if (certFile === undefined) throw new ConfigError(certVariable, `is required when ${keyVariable} is set (give both or neither)`)
   if (keyFile === undefined) throw new ConfigError(keyVariable, `is required when ${certVariable} is set (give both or neither)`)
   const tls = { cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8') }
@@ -124,17 +154,48 @@ export function readBackendTls(env: Env, prefix: string): BackendTls | undefined
       `and ${keyVariable} are not a matching PEM certificate and key (${error instanceof Error ? error.message : String(error)})`,
     )
   }
-  return tls
+  return clientCaFile === undefined ? tls : { ...tls, clientCa: readCaBundle(clientCaVariable, clientCaFile) }
+}
+
+/** How a backend listens, for its start-up line: plain HTTP, TLS, or TLS that admits only the gateway's certificate. */
+export function transportOf(tls: BackendTls | undefined): 'http' | 'tls' | 'mutual-tls' {
+  return tls === undefined ? 'http' : tls.clientCa === undefined ? 'tls' : 'mutual-tls'
 }
 
 /**
- * The Fastify options of a backend that listens with TLS when `tls` is given
- * (TLS 1.2 or newer). The instance's type stays the plain one: routes and
+ * The Fastify options of a backend that listens with TLS when `tls` is given:
+ * TLS 1.2 or newer with the stack's forward-secret suites (tls-ciphers.ts),
+ * and with a client CA, mutual TLS (a client without a certificate of that CA
+ * fails the handshake). The instance's type stays the plain one: routes and
  * hooks are the same either way.
  */
 export function withTls(options: FastifyServerOptions, tls: BackendTls | undefined): FastifyServerOptions {
   if (tls === undefined) return options
-  return { ...options, https: { cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' } } as FastifyServerOptions
+  const mutual = tls.clientCa === undefined ? {} : { ca: tls.clientCa, requestCert: true, rejectUnauthorized: true }
+  return { ...options, https: { cert: tls.cert, key: tls.key, minVersion: MIN_TLS_VERSION, ciphers: TLS12_CIPHERS, ...mutual } } as FastifyServerOptions
+}
+
+/**
+ * `<PREFIX>_HEALTH_PORT`: a plain-HTTP listener of its own (same host) that
+ * answers /healthz and /readyz only, for probes that cannot present the
+ * gateway's certificate (the kubelet's, compose's); undefined: the probes use
+ * the service's own listener.
+ */
+export function readHealthPort(env: Env, prefix: string, servicePort: number): number | undefined {
+  const variable = `${prefix}_HEALTH_PORT`
+  if ((env[variable] ?? '').trim() === '') return undefined
+  const port = readPort(env, variable, 0)
+  if (port === servicePort) throw new ConfigError(variable, `must differ from ${prefix}_PORT (${servicePort})`)
+  return port
+}
+
+/** The health listener: /healthz and /readyz, nothing else; the caller closes it when the service stops. */
+export async function serveHealth(options: { pool: Pool; logger: FastifyBaseLogger; host: string; port: number }): Promise<FastifyInstance> {
+  const health = Fastify({ loggerInstance: options.logger.child({ listener: 'health' }) })
+  await health.register(errorEnvelopePlugin)
+  await health.register(healthRoutes, { pool: options.pool })
+  await health.listen({ host: options.host, port: options.port })
+  return health
 }
 
 /** GET /healthz (the process is up) and GET /readyz (Postgres answers). */
@@ -155,17 +216,23 @@ export interface ServeOptions {
   name: string
   host: string
   port: number
+  /** How the service listens (transportOf), said in its start-up line. */
+  transport: ReturnType<typeof transportOf>
+  /** A health listener of its own (readHealthPort), started after the service's and closed with it. */
+  health?: { port: number; pool: Pool }
   /** Runs after the server has stopped taking and finished its requests (close pools, Redis clients). */
   release: () => Promise<void>
 }
 
 /**
- * Listens, logs "<name> ready", and on SIGTERM (or SIGINT) finishes the
+ * Listens (and its health listener, if any), logs "<name> ready" with how
+ * it listens, and on SIGTERM (or SIGINT) finishes the
  * requests in flight, releases what the service holds and exits 0.
  */
 export async function serveUntilTerminated(app: FastifyInstance, options: ServeOptions): Promise<void> {
   const address = await app.listen({ host: options.host, port: options.port })
-  app.log.info({ address }, `${options.name} ready`)
+  const health = options.health === undefined ? undefined : await serveHealth({ ...options.health, logger: app.log, host: options.host })
+  app.log.info({ address, transport: options.transport, ...(health === undefined ? {} : { health: health.addresses()[0] }) }, `${options.name} ready`)
   let stopping = false
   const stop = (signal: NodeJS.Signals): void => {
     if (stopping) return
@@ -173,6 +240,7 @@ export async function serveUntilTerminated(app: FastifyInstance, options: ServeO
     app.log.info({ signal }, `${options.name} stopping`)
     app
       .close()
+      .then(() => health?.close())
       .then(options.release)
       .then(
         () => process.exit(0),

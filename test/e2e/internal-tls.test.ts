@@ -1,9 +1,12 @@
 /**
- * TLS on both hops, with the real processes. The backends listen with TLS
- * (AGENCY_SERVICE_TLS_* / RESOURCE_SERVICE_TLS_*, a certificate of a
- * throw-away CA) and the gateway reaches them over https:// upstreams that
- * name that CA (`tls.caFile`): API routes of both backends and the console
- * work; a gateway told to trust another CA, or to expect another name, gets
+ * TLS on both hops, with the real processes. The backends listen with
+ * mutual TLS (AGENCY_SERVICE_TLS_* / RESOURCE_SERVICE_TLS_*, a certificate of
+ * a throw-away CA, and only client certificates of that CA admitted) and the
+ * gateway reaches them over https:// upstreams that name that CA
+ * (`tls.caFile`) and its client certificate: API routes of both backends and
+ * the console work; a client without the gateway's certificate gets no
+ * answer from a backend, nor one offering only suites without forward
+ * secrecy; a gateway told to trust another CA, or to expect another name, gets
  * nothing through (502), and a request refused so holds nothing. And
  * the API listener itself: on TLS 1.2 a client offering only CBC-SHA1 suites
  * or suites without ECDHE fails the handshake, one offering ECDHE with GCM or
@@ -44,16 +47,45 @@ t.test('the gateway forwards to both backends over TLS, verified against the rou
   t.match(console.text, /<form method="post"/)
 
   await t.rejects(fetch(`http://127.0.0.1:${stack.backends.resourcePort}/healthz`), 'the backends do not answer plain HTTP')
-  const health = await new Promise<string>((resolve, reject) => {
-    const socket = connect({ host: '127.0.0.1', port: stack.backends.agencyPort, ca: readCa(), servername: 'localhost' }, () =>
-      socket.end('GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n'),
+})
+
+/** GET /healthz on a backend over TLS, presenting `client` (or no certificate): the answer, or the handshake's error. */
+function directRequest(port: number, client?: { cert: string; key: string }, ciphers?: string): Promise<{ text?: string; error?: string }> {
+  return new Promise((resolve) => {
+    const tls12 = ciphers === undefined ? {} : { maxVersion: 'TLSv1.2' as const, ciphers: `${ciphers}:@SECLEVEL=0` }
+    const socket = connect({ host: '127.0.0.1', port, ca: readCa(), servername: 'localhost', ...client, ...tls12 }, () =>
+      socket.write('GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n'),
     )
     let text = ''
     socket.on('data', (chunk: Buffer) => (text += chunk.toString()))
-    socket.on('error', reject)
-    socket.on('close', () => resolve(text))
+    // TLS 1.3 finishes the client's side of the handshake before the server has checked its certificate: the refusal comes as an error then.
+    socket.on('error', (error) => resolve({ error: error.message }))
+    socket.on('close', () => resolve(text === '' ? { error: 'closed without an answer' } : { text }))
   })
-  t.match(health, /^HTTP\/1\.1 200/, 'they answer over TLS with their certificate')
+}
+
+t.test('mutual TLS: a backend serves only a client with the gateway’s certificate', async (t) => {
+  const internal = stack.internalTls!
+  for (const port of [stack.backends.agencyPort, stack.backends.resourcePort]) {
+    const anonymous = await directRequest(port)
+    t.notOk(anonymous.text, `${port}: no client certificate, no answer (${anonymous.error ?? anonymous.text})`)
+    const backendAsClient = await directRequest(port, internal.backend)
+    t.notOk(
+      backendAsClient.text,
+      `${port}: a backend's own certificate (same CA, server use only) is refused (${backendAsClient.error ?? backendAsClient.text})`,
+    )
+    const stranger = await makeCa(dir, `stranger-client-ca-${port}`)
+    const strangerClient = await issueCertificate(stranger, dir, `stranger-client-${port}`, { usage: 'client' })
+    const foreign = await directRequest(port, strangerClient)
+    t.notOk(foreign.text, `${port}: a client certificate of another CA is refused (${foreign.error ?? foreign.text})`)
+    const gateway = await directRequest(port, internal.gatewayClient)
+    t.match(gateway.text ?? gateway.error, /^HTTP\/1\.1 200/, `${port}: the gateway's client certificate is served`)
+  }
+  // The probes that cannot present it use the health listener: plain HTTP, /healthz and /readyz only.
+  for (const port of [internal.agencyHealthPort, internal.resourceHealthPort]) {
+    t.equal((await fetch(`http://127.0.0.1:${port}/readyz`)).status, 200, `${port}: /readyz on the health listener`)
+    t.equal((await fetch(`http://127.0.0.1:${port}/v1/agents`)).status, 404, `${port}: and nothing else`)
+  }
 })
 
 function readCa(): string {
@@ -159,4 +191,16 @@ t.test('the API listener: on TLS 1.2 only forward-secret AEAD suites complete a 
   const port = (plain.address() as { port: number }).port
   for (const suite of ['ECDHE-RSA-AES128-SHA', 'AES128-GCM-SHA256'])
     t.ok((await handshake(port, ca.cert, suite)).ok, `control: Node's defaults accept ${suite}`)
+})
+
+t.test('a backend: on TLS 1.2 a client offering only suites without forward secrecy fails the handshake', async (t) => {
+  const client = stack.internalTls!.gatewayClient
+  for (const port of [stack.backends.agencyPort, stack.backends.resourcePort]) {
+    for (const suite of WEAK_ECDSA) {
+      const result = await directRequest(port, client, suite)
+      t.notOk(result.text, `${port}: ${suite} is refused (${result.error ?? result.text})`)
+    }
+    const strong = await directRequest(port, client, 'ECDHE-ECDSA-AES128-GCM-SHA256')
+    t.match(strong.text ?? strong.error, /^HTTP\/1\.1 200/, `${port}: ECDHE-ECDSA-AES128-GCM-SHA256 is served`)
+  }
 })

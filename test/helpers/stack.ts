@@ -21,6 +21,7 @@ import type { TestDatabase } from './database.js'
 import { createTestRedis } from './redis.js'
 import { makeCertificate } from './https.js'
 import { issueCertificate, makeCa } from './tls-ca.js'
+import type { IssuedCertificate } from './tls-ca.js'
 import { freePort, startProcess } from './processes.js'
 import type { ProcessEnv, RunningProcess } from './processes.js'
 
@@ -47,7 +48,11 @@ export interface StackOptions {
    * the test database exists; a process left out uses the database's owner.
    */
   databaseUrls?: (db: TestDatabase) => Promise<ServiceDatabaseUrls>
-  /** The backends listen with TLS (a certificate of a throw-away CA) and the routes are https:// with that CA as tls.caFile. */
+  /**
+   * The backends listen with mutual TLS (a certificate of a throw-away CA, and only client certificates of that CA
+   * admitted), with their probes on health ports of their own; the routes are https:// with that CA as tls.caFile
+   * and the gateway's client certificate as tls.certFile/keyFile, as the shipped deployments have them.
+   */
   backendTls?: boolean
 }
 
@@ -89,6 +94,8 @@ export interface Stack {
   routesFile: string
   /** With backendTls: the CA file that signed the backends' certificate. */
   backendCaFile?: string
+  /** With backendTls: the backends' server certificate, the gateway's client certificate, and the backends' health ports. */
+  internalTls?: { backend: IssuedCertificate; gatewayClient: IssuedCertificate; agencyHealthPort: number; resourceHealthPort: number }
   /** Starts one more gateway replica with `extra` environment on top of the stack's. */
   startReplica(extra?: ProcessEnv): Promise<StackReplica>
 }
@@ -112,8 +119,13 @@ export async function startStack(t: Test, replicasOrOptions: number | StackOptio
   // With backendTls the backends listen with a certificate of a throw-away CA, and every route names that CA.
   const backendCa = options.backendTls === true ? await makeCa(dir, 'backend-ca') : undefined
   const backendCertificate = backendCa === undefined ? undefined : await issueCertificate(backendCa, dir, 'backend', { usage: 'server' })
+  const gatewayClient = backendCa === undefined ? undefined : await issueCertificate(backendCa, dir, 'gateway-client', { usage: 'client' })
+  const healthPorts = backendCa === undefined ? undefined : { AGENCY_SERVICE: await freePort(), RESOURCE_SERVICE: await freePort() }
   const scheme = backendCa === undefined ? 'http' : 'https'
-  const transport = backendCa === undefined ? '' : `, tls: { caFile: "${backendCa.certFile}" }`
+  const transport =
+    backendCa === undefined || gatewayClient === undefined
+      ? ''
+      : `, tls: { caFile: "${backendCa.certFile}", certFile: "${gatewayClient.certFile}", keyFile: "${gatewayClient.keyFile}" }`
   writeFileSync(
     routesFile,
     `routes:
@@ -125,9 +137,14 @@ export async function startStack(t: Test, replicasOrOptions: number | StackOptio
 `,
   )
   const backendTlsEnv = (service: 'AGENCY_SERVICE' | 'RESOURCE_SERVICE'): ProcessEnv =>
-    backendCertificate === undefined
+    backendCertificate === undefined || backendCa === undefined || healthPorts === undefined
       ? {}
-      : { [`${service}_TLS_CERT_FILE`]: backendCertificate.certFile, [`${service}_TLS_KEY_FILE`]: backendCertificate.keyFile }
+      : {
+          [`${service}_TLS_CERT_FILE`]: backendCertificate.certFile,
+          [`${service}_TLS_KEY_FILE`]: backendCertificate.keyFile,
+          [`${service}_TLS_CLIENT_CA_FILE`]: backendCa.certFile,
+          [`${service}_HEALTH_PORT`]: String(healthPorts[service]),
+        }
   const secret = randomBytes(32).toString('hex')
   const common: ProcessEnv = {
     DATABASE_URL: db.url,
@@ -203,6 +220,16 @@ export async function startStack(t: Test, replicasOrOptions: number | StackOptio
     backends: { agency, resource, agencyPort, resourcePort },
     routesFile,
     ...(backendCa === undefined ? {} : { backendCaFile: backendCa.certFile }),
+    ...(backendCertificate === undefined || gatewayClient === undefined || healthPorts === undefined
+      ? {}
+      : {
+          internalTls: {
+            backend: backendCertificate,
+            gatewayClient,
+            agencyHealthPort: healthPorts.AGENCY_SERVICE,
+            resourceHealthPort: healthPorts.RESOURCE_SERVICE,
+          },
+        }),
     startReplica,
   }
 }
