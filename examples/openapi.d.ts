@@ -186,6 +186,118 @@ export interface paths {
     patch?: never
     trace?: never
   }
+  '/v1/agency/webhooks': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /**
+     * List webhooks
+     * @description Needs a key of scope `AGENCY`.
+     */
+    get: operations['listAgencyWebhooks']
+    put?: never
+    /**
+     * Create a webhook
+     * @description Needs a key of scope `AGENCY`.
+     */
+    post: operations['createAgencyWebhook']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/v1/agency/webhooks/{id}': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /**
+     * Get a webhook
+     * @description Needs a key of scope `AGENCY`.
+     */
+    get: operations['getAgencyWebhook']
+    put?: never
+    post?: never
+    /**
+     * Delete a webhook
+     * @description Needs a key of scope `AGENCY`.
+     */
+    delete: operations['deleteAgencyWebhook']
+    options?: never
+    head?: never
+    /**
+     * Update a webhook
+     * @description Needs a key of scope `AGENCY`.
+     */
+    patch: operations['updateAgencyWebhook']
+    trace?: never
+  }
+  '/v1/agency/webhooks/{id}/deliveries': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /**
+     * List deliveries
+     * @description Needs a key of scope `AGENCY`.
+     */
+    get: operations['listAgencyWebhookDeliveries']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/v1/agency/webhooks/{id}/deliveries/{deliveryId}/redeliver': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /**
+     * Redeliver a delivery
+     * @description Needs a key of scope `AGENCY`.
+     */
+    post: operations['redeliverAgencyWebhookDelivery']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/v1/agency/webhooks/{id}/roll-secret': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /**
+     * RollSecret a webhook
+     * @description Needs a key of scope `AGENCY`.
+     */
+    post: operations['roll-secretAgencyWebhook']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/v1/agents': {
     parameters: {
       query?: never
@@ -529,6 +641,119 @@ export interface components {
       data: components['schemas']['AuditEvent'][]
       pagination: components['schemas']['Pagination']
     }
+    WebhookEndpoint: {
+      /** Format: uuid */
+      id: string
+      url: string
+      events: (
+        | 'key.created'
+        | 'key.rolled'
+        | 'key.revoked'
+        | 'key.deleted'
+        | 'key.updated'
+        | 'key.expiring'
+        | 'key.expired'
+        | 'key.leaked'
+        | 'sub-account.created'
+        | 'sub-account.updated'
+        | 'sub-account.deleted'
+      )[]
+      enabled: boolean
+      /** Format: date-time */
+      createdAt: string
+    }
+    /** @description A page of webhook endpoints */
+    WebhookEndpointPage: {
+      /** @enum {boolean} */
+      success: true
+      data: components['schemas']['WebhookEndpoint'][]
+      pagination: components['schemas']['Pagination']
+    }
+    WebhookEndpointWithSecret: {
+      /** Format: uuid */
+      id: string
+      url: string
+      events: (
+        | 'key.created'
+        | 'key.rolled'
+        | 'key.revoked'
+        | 'key.deleted'
+        | 'key.updated'
+        | 'key.expiring'
+        | 'key.expired'
+        | 'key.leaked'
+        | 'sub-account.created'
+        | 'sub-account.updated'
+        | 'sub-account.deleted'
+      )[]
+      enabled: boolean
+      /** Format: date-time */
+      createdAt: string
+      /** @description The Standard Webhooks signing secret, shown this once. */
+      secret: string
+    }
+    WebhookEndpointCreate: {
+      /** @description Where deliveries are POSTed: an https:// URL whose every address is public (http:// and any address with WEBHOOK_ALLOW_PRIVATE_ADDRESSES=1). */
+      url: string
+      /** @description The event types this endpoint receives; an agency endpoint receives its sub-accounts’ events too. */
+      events: (
+        | 'key.created'
+        | 'key.rolled'
+        | 'key.revoked'
+        | 'key.deleted'
+        | 'key.updated'
+        | 'key.expiring'
+        | 'key.expired'
+        | 'key.leaked'
+        | 'sub-account.created'
+        | 'sub-account.updated'
+        | 'sub-account.deleted'
+      )[]
+    }
+    WebhookEndpointUpdate: {
+      /** @description Where deliveries are POSTed: an https:// URL whose every address is public (http:// and any address with WEBHOOK_ALLOW_PRIVATE_ADDRESSES=1). */
+      url?: string
+      /** @description The event types this endpoint receives; an agency endpoint receives its sub-accounts’ events too. */
+      events?: (
+        | 'key.created'
+        | 'key.rolled'
+        | 'key.revoked'
+        | 'key.deleted'
+        | 'key.updated'
+        | 'key.expiring'
+        | 'key.expired'
+        | 'key.leaked'
+        | 'sub-account.created'
+        | 'sub-account.updated'
+        | 'sub-account.deleted'
+      )[]
+      /** @description false: no event is queued for it and nothing is sent until it is enabled again. */
+      enabled?: boolean
+    }
+    WebhookEndpointRollSecret: Record<string, never>
+    WebhookDelivery: {
+      /** Format: uuid */
+      id: string
+      /** Format: uuid */
+      eventId: string
+      type: string
+      attempt: number
+      /** Format: date-time */
+      at: string
+      responseStatus: number | null
+      durationMs: number | null
+      error: string | null
+      /** @enum {string} */
+      state: 'pending' | 'delivered' | 'failed'
+    }
+    /** @description The endpoint’s delivery attempts, newest first */
+    WebhookDeliveryPage: {
+      /** @enum {boolean} */
+      success: true
+      data: components['schemas']['WebhookDelivery'][]
+      pagination: components['schemas']['Pagination']
+    }
+    WebhookDeliveryRedeliver: Record<string, never>
     Agent: {
       /** Format: uuid */
       id: string
@@ -1315,6 +1540,323 @@ export interface operations {
             /** @enum {boolean} */
             success: true
             data: components['schemas']['CreatedKeyItem']
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      413: components['responses']['PayloadTooLarge']
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  listAgencyWebhooks: {
+    parameters: {
+      query?: {
+        /** @description Items per page, 1 to 100 (default 20). */
+        limit?: number
+        /** @description Where to go on: the `nextCursor` of the previous page. Opaque. */
+        cursor?: string
+      }
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description A page of webhook endpoints */
+      200: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['WebhookEndpointPage']
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  createAgencyWebhook: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['WebhookEndpointCreate']
+      }
+    }
+    responses: {
+      /** @description Registered; the secret is shown this once */
+      201: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @enum {boolean} */
+            success: true
+            data: components['schemas']['WebhookEndpointWithSecret']
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      /** @description The agency has 20 endpoints already */
+      409: components['responses']['Conflict']
+      413: components['responses']['PayloadTooLarge']
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  getAgencyWebhook: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description An id. One that does not exist, is not a UUID or is another tenant's is answered 404 alike. */
+        id: string
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description The webhook endpoint */
+      200: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @enum {boolean} */
+            success: true
+            data: components['schemas']['WebhookEndpoint']
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  deleteAgencyWebhook: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description An id. One that does not exist, is not a UUID or is another tenant's is answered 404 alike. */
+        id: string
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Deleted, with its pending deliveries */
+      204: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content?: never
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  updateAgencyWebhook: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description An id. One that does not exist, is not a UUID or is another tenant's is answered 404 alike. */
+        id: string
+      }
+      cookie?: never
+    }
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['WebhookEndpointUpdate']
+      }
+    }
+    responses: {
+      /** @description The updated webhook endpoint */
+      200: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @enum {boolean} */
+            success: true
+            data: components['schemas']['WebhookEndpoint']
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      413: components['responses']['PayloadTooLarge']
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  listAgencyWebhookDeliveries: {
+    parameters: {
+      query?: {
+        /** @description Items per page, 1 to 100 (default 20). */
+        limit?: number
+        /** @description Where to go on: the `nextCursor` of the previous page. Opaque. */
+        cursor?: string
+      }
+      header?: never
+      path: {
+        /** @description An id. One that does not exist, is not a UUID or is another tenant's is answered 404 alike. */
+        id: string
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description The endpoint’s delivery attempts, newest first */
+      200: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['WebhookDeliveryPage']
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  redeliverAgencyWebhookDelivery: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description An id. One that does not exist, is not a UUID or is another tenant's is answered 404 alike. */
+        id: string
+        /** @description An id. One that does not exist, is not a UUID or is another tenant's is answered 404 alike. */
+        deliveryId: string
+      }
+      cookie?: never
+    }
+    requestBody?: {
+      content: {
+        'application/json': components['schemas']['WebhookDeliveryRedeliver']
+      }
+    }
+    responses: {
+      /** @description The event is sent again now, with the same webhook-id */
+      202: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @enum {boolean} */
+            success: true
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      413: components['responses']['PayloadTooLarge']
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  'roll-secretAgencyWebhook': {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description An id. One that does not exist, is not a UUID or is another tenant's is answered 404 alike. */
+        id: string
+      }
+      cookie?: never
+    }
+    requestBody?: {
+      content: {
+        'application/json': components['schemas']['WebhookEndpointRollSecret']
+      }
+    }
+    responses: {
+      /** @description The new secret, shown this once; the old one signs nothing from now on */
+      200: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @enum {boolean} */
+            success: true
+            data: components['schemas']['WebhookEndpointWithSecret']
           }
         }
       }

@@ -15,7 +15,7 @@
 type Json = Record<string, unknown>
 
 /** Where an entity's name is not the singular of its path segment. */
-const ENTITY_NAMES: Record<string, string> = { keys: 'KeyItem', 'audit-events': 'AuditEvent' }
+const ENTITY_NAMES: Record<string, string> = { keys: 'KeyItem', 'audit-events': 'AuditEvent', webhooks: 'WebhookEndpoint', deliveries: 'WebhookDelivery' }
 
 /** The top-level body fields the gateway strips (gateway/src/tenant-stripping.ts), as the document describes them. */
 export const TENANT_BODY_FIELDS = ['agency_id', 'sub_account_id'] as const
@@ -102,9 +102,14 @@ export class SchemaNames {
     return { $ref: `#/components/schemas/${name}` }
   }
 
-  /** The item (Agent), or the item with more fields (CreatedKeyItem: the key item plus its plaintext, on a create or roll). */
+  /**
+   * The item (Agent), or the item with more fields (CreatedKeyItem: the key item plus its plaintext, on a create or roll;
+   * WebhookEndpointWithSecret: an endpoint with its signing secret, on a registration or a roll of the secret).
+   */
   private item(entity: string, schema: Json, created: boolean): Json {
-    return this.name(created && (schema['properties'] as Json | undefined)?.['key'] !== undefined ? `Created${entity}` : entity, schema)
+    const properties = schema['properties'] as Json | undefined
+    if (properties?.['secret'] !== undefined) return this.name(`${entity}WithSecret`, schema)
+    return this.name(created && properties?.['key'] !== undefined ? `Created${entity}` : entity, schema)
   }
 
   /** Names what an operation answers and takes: its success bodies' items and pages, and its request body. */

@@ -109,11 +109,28 @@ async function main(): Promise<void> {
     }
   }
 
-  printWelcome({ embedded: database.embedded, databaseUrl, redis: redisUrl !== undefined && redisUrl !== '', gatewayPort, httpPort, adminPort })
+  const webhooksPrivate = env['WEBHOOK_ALLOW_PRIVATE_ADDRESSES']?.trim() === '1'
+  printWelcome({
+    embedded: database.embedded,
+    databaseUrl,
+    redis: redisUrl !== undefined && redisUrl !== '',
+    gatewayPort,
+    httpPort,
+    adminPort,
+    webhooksPrivate,
+  })
 }
 
 /** Where everything is, and the ctl commands of a first agency, sub-account and key. */
-function printWelcome(stack: { embedded: boolean; databaseUrl: string; redis: boolean; gatewayPort: number; httpPort: number; adminPort: number }): void {
+function printWelcome(stack: {
+  embedded: boolean
+  databaseUrl: string
+  redis: boolean
+  gatewayPort: number
+  httpPort: number
+  adminPort: number
+  webhooksPrivate: boolean
+}): void {
   const { gatewayPort, httpPort, adminPort } = stack
   const ctl = stack.embedded ? 'npm run --silent ctl --' : 'DATABASE_URL=… npm run --silent ctl --'
   say('')
@@ -125,6 +142,9 @@ function printWelcome(stack: { embedded: boolean; databaseUrl: string; redis: bo
   say(`  operations         http://127.0.0.1:${adminPort}/healthz  /readyz  /metrics`)
   say(`  database           ${stack.embedded ? `embedded Postgres, ${stack.databaseUrl}` : 'DATABASE_URL'}`)
   say(`  cache              ${stack.redis ? 'Redis (REDIS_URL)' : 'none (one gateway replica; set REDIS_URL for more)'}`)
+  say(
+    `  webhooks           ${stack.webhooksPrivate ? 'WEBHOOK_ALLOW_PRIVATE_ADDRESSES=1: http:// and private addresses allowed (development only)' : 'https:// to public addresses only'}`,
+  )
   say(`  logs               .data/logs/`)
   say('')
   say('A first agency, sub-account and keys (ctl prints JSON: the key is its "key", shown this once):')

@@ -1,6 +1,6 @@
 /**
  * The agency-service application: /v1/agency, /v1/agency/sub-accounts
- * (with their keys) and /v1/agency/audit-events for AGENCY callers,
+ * (with their keys), /v1/agency/audit-events and /v1/agency/webhooks for AGENCY callers,
  * trusting only requests the gateway signed. Plugins are
  * registered here, one line each; the console (its own sessions, unsigned)
  * lives under /console.
@@ -24,6 +24,8 @@ import { agencyRoutes } from './routes/agency.js'
 import { auditEventRoutes } from './routes/audit-events.js'
 import { subAccountKeyRoutes } from './routes/sub-account-keys.js'
 import { subAccountRoutes } from './routes/sub-accounts.js'
+import { webhookRoutes } from './routes/webhooks.js'
+import type { TargetPolicy } from './webhooks/address-policy.js'
 
 /** Routes that authenticate their own callers (or none) instead of the gateway's signature. */
 export const UNSIGNED_ROUTES = [...HEALTH_ROUTES, CONSOLE_PREFIX] as const
@@ -42,6 +44,8 @@ export interface AgencyAppDeps {
   https?: BackendTls
   /** Where every replica remembers the nonces it accepted (REDIS_URL); this process alone when absent. */
   nonceRedis?: NonceRedis
+  /** Which webhook URLs may be registered (WEBHOOK_ALLOW_PRIVATE_ADDRESSES); public https:// ones only when absent. */
+  webhookPolicy?: TargetPolicy
 }
 
 /** Trusts one hop of x-forwarded-for, the one signedClientAddress leaves there (the signed address), and nothing behind it. */
@@ -84,6 +88,7 @@ export async function buildAgencyApp(deps: AgencyAppDeps): Promise<FastifyInstan
       await v1.register(subAccountRoutes, { pool: deps.pool, keys: deps.keys })
       await v1.register(subAccountKeyRoutes, { pool: deps.pool, keys: deps.keys })
       await v1.register(auditEventRoutes, { pool: deps.pool })
+      await v1.register(webhookRoutes, { pool: deps.pool, policy: deps.webhookPolicy ?? { allowPrivateAddresses: false } })
     },
     { prefix: '/v1' },
   )

@@ -1,5 +1,6 @@
 /** agency-service configuration, read and validated once at start. */
 import type { Env, LogLevel } from '@scoped/shared/config'
+import { ConfigError } from '@scoped/shared/config'
 import { readKeyCacheSecret } from '@scoped/shared/secrets'
 import { readDatabaseUrl, readHost, readLogLevel, readPort, readRedisKeyPrefix, readRedisUrl } from '@scoped/shared/config'
 import { readAudienceSecrets, readConsoleDeviceSecret } from '@scoped/shared/secrets'
@@ -28,6 +29,18 @@ export interface AgencyServiceConfig {
   /** AGENCY_SERVICE_HEALTH_PORT: /healthz and /readyz on a plain-HTTP listener of their own (for probes under mutual TLS). */
   healthPort: number | undefined
   logLevel: LogLevel
+  /** WEBHOOK_ALLOW_PRIVATE_ADDRESSES=1: webhooks may go to http:// and to any address (development and tests only). */
+  webhookAllowPrivateAddresses: boolean
+}
+
+export const WEBHOOK_ALLOW_PRIVATE_ADDRESSES = 'WEBHOOK_ALLOW_PRIVATE_ADDRESSES'
+
+/** `1` lifts the webhook address rule, `0` or unset keeps it; anything else stops the process rather than guess. */
+export function readWebhookAllowPrivateAddresses(env: Env): boolean {
+  const value = env[WEBHOOK_ALLOW_PRIVATE_ADDRESSES]?.trim() ?? ''
+  if (value === '' || value === '0') return false
+  if (value === '1') return true
+  throw new ConfigError(WEBHOOK_ALLOW_PRIVATE_ADDRESSES, `must be 1 or 0, got ${JSON.stringify(value)}`)
 }
 
 export function readAgencyServiceConfig(env: Env): Readonly<AgencyServiceConfig> {
@@ -44,5 +57,6 @@ export function readAgencyServiceConfig(env: Env): Readonly<AgencyServiceConfig>
     tls: readBackendTls(env, 'AGENCY_SERVICE'),
     healthPort: readHealthPort(env, 'AGENCY_SERVICE', port),
     logLevel: readLogLevel(env),
+    webhookAllowPrivateAddresses: readWebhookAllowPrivateAddresses(env),
   })
 }

@@ -9,6 +9,7 @@ import { buildAgencyApp } from './app.js'
 import { readAgencyServiceConfig } from './config.js'
 import { createKeyInvalidator } from './invalidator.js'
 import { KeyService } from './keys/key-service.js'
+import { WebhookSender } from './webhooks/sender.js'
 
 runMain('agency-service', async () => {
   const config = readAgencyServiceConfig(process.env)
@@ -19,6 +20,10 @@ runMain('agency-service', async () => {
   const invalidator = createKeyInvalidator(pool, config, 'agency-service')
   const keys = new KeyService(pool, invalidator)
   const nonceRedis = config.redisUrl === undefined ? undefined : createNonceRedis(config.redisUrl, config.redisKeyPrefix, 'agency-service')
+  if (config.webhookAllowPrivateAddresses) {
+    logger.warn('WEBHOOK_ALLOW_PRIVATE_ADDRESSES=1: webhooks may go to http:// and to private, loopback and link-local addresses (development and tests only)')
+  }
+  const sender = new WebhookSender({ pool, logger, allowPrivateAddresses: config.webhookAllowPrivateAddresses })
   const app = await buildAgencyApp({
     pool,
     keys,
@@ -27,7 +32,9 @@ runMain('agency-service', async () => {
     consoleDeviceSecret: config.consoleDeviceSecret,
     ...(config.tls === undefined ? {} : { https: config.tls }),
     ...(nonceRedis === undefined ? {} : { nonceRedis }),
+    webhookPolicy: { allowPrivateAddresses: config.webhookAllowPrivateAddresses },
   })
+  sender.start()
   await serveUntilTerminated(app, {
     name: 'agency-service',
     host: config.host,
@@ -35,6 +42,8 @@ runMain('agency-service', async () => {
     transport: transportOf(config.tls),
     ...(config.healthPort === undefined ? {} : { health: { port: config.healthPort, pool } }),
     release: async () => {
+      // Deliveries in flight are recorded before the pool closes: a SIGTERM neither loses nor repeats one.
+      await sender.stop()
       await invalidator.close()
       nonceRedis?.client.disconnect()
       await pool.end()

@@ -35,7 +35,10 @@ export interface AgencyServiceFixture {
   globex: TenantClient
 }
 
-export async function startAgencyService(t: Teardown, options: { now?: () => Date } = {}): Promise<AgencyServiceFixture> {
+export async function startAgencyService(
+  t: Teardown,
+  options: { now?: () => Date; webhookPolicy?: { allowPrivateAddresses: boolean } } = {},
+): Promise<AgencyServiceFixture> {
   const db = await createTestDatabase(t)
   const redis = await createTestRedis(t)
   const invalidator = createKeyInvalidator(
@@ -53,6 +56,7 @@ export async function startAgencyService(t: Teardown, options: { now?: () => Dat
     logger: createLogger('agency-service', 'silent'),
     signingSecrets: [secret, previousSecret],
     now: options.now,
+    ...(options.webhookPolicy === undefined ? {} : { webhookPolicy: options.webhookPolicy }),
   })
   const baseUrl = await listen(t, app)
   const tenants = new TenantStore(db.pool)

@@ -58,6 +58,12 @@ const EXPECTED: Record<string, Record<ServiceGroupRole, string>> = {
   key_invalidations: { scoped_gateway: 'S', scoped_resource: '', scoped_agency: '' },
   gateway_replicas: { scoped_gateway: 'S', scoped_resource: '', scoped_agency: 'S' },
   schema_migrations: { scoped_gateway: '', scoped_resource: 'S', scoped_agency: 'S' },
+  // 019: agency-service keeps the endpoints, and its sender the outbox's state and the attempts; the outbox is filled by
+  // a trigger and the expiry reminders by a function, both with the owner's rights.
+  webhook_endpoints: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIUD' },
+  webhook_messages: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SU' },
+  webhook_attempts: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIU' },
+  webhook_key_reminders: { scoped_gateway: '', scoped_resource: '', scoped_agency: '' },
 }
 const ROLES: ServiceGroupRole[] = ['scoped_gateway', 'scoped_resource', 'scoped_agency']
 

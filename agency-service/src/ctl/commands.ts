@@ -17,6 +17,7 @@ import type { Command } from './command-context.js'
 import type { Flags } from './flags.js'
 import { membershipOf, required, UsageError } from './flags.js'
 import { keyCommands } from './key-commands.js'
+import { webhookCommands } from './webhook-commands.js'
 
 const commands: Readonly<Record<string, Command>> = {
   migrate: async ({ env }) => ({ applied: await migrate(readDatabaseUrl(env).url) }),
@@ -38,10 +39,11 @@ const commands: Readonly<Record<string, Command>> = {
   'db grant-login': async ({ pool, flags }) =>
     grantLogin(pool, { role: required(flags, 'role'), user: required(flags, 'user'), password: await readPassword('password of the login') }),
   ...keyCommands,
+  ...webhookCommands,
 }
 
 /** The commands that write no audit event; any other (a new one included) needs an operator's name. */
-const COMMANDS_WITHOUT_EVENTS: ReadonlySet<string> = new Set(['', 'migrate', 'agency create', 'key list', 'db grant-login'])
+const COMMANDS_WITHOUT_EVENTS: ReadonlySet<string> = new Set(['', 'migrate', 'agency create', 'key list', 'webhook list', 'db grant-login'])
 
 export async function run(pool: Pool, env: Env, words: string[], flags: Flags): Promise<unknown> {
   const [noun, verb, argument, ...extra] = words

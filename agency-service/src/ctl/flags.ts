@@ -29,6 +29,7 @@ export const USAGE = `usage: ctl <command>
   key update K [(--allow-cidr C)... | --allow-any] [--rate R --burst B | --clear-rate-limit]   (at least one)
   key revoke K
   key delete K
+  webhook list --agency A                                        (the agency's webhook endpoints; never a secret)
   db grant-login --role scoped_gateway|scoped_resource|scoped_agency --user U   (password on stdin; as the migrating role)`
 
 const options = {
