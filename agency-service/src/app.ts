@@ -26,9 +26,14 @@ import { subAccountKeyRoutes } from './routes/sub-account-keys.js'
 import { subAccountRoutes } from './routes/sub-accounts.js'
 import { webhookRoutes } from './routes/webhooks.js'
 import type { TargetPolicy } from './webhooks/address-policy.js'
+import type { LeakConfig } from './leaks/leak-config.js'
+import { CREDENTIALS_REVOKE_PATH, GITHUB_SCANNING_PATH, leakRoutes } from './leaks/leak-routes.js'
 
-/** Routes that authenticate their own callers (or none) instead of the gateway's signature. */
-export const UNSIGNED_ROUTES = [...HEALTH_ROUTES, CONSOLE_PREFIX] as const
+/**
+ * Routes that authenticate their own callers (or none) instead of the gateway's signature: the
+ * leak reports carry no tenant (GitHub signs its own; the revocation API is for anyone).
+ */
+export const UNSIGNED_ROUTES = [...HEALTH_ROUTES, CONSOLE_PREFIX, GITHUB_SCANNING_PATH, CREDENTIALS_REVOKE_PATH] as const
 
 export interface AgencyAppDeps {
   pool: Pool
@@ -46,6 +51,8 @@ export interface AgencyAppDeps {
   nonceRedis?: NonceRedis
   /** Which webhook URLs may be registered (WEBHOOK_ALLOW_PRIVATE_ADDRESSES); public https:// ones only when absent. */
   webhookPolicy?: TargetPolicy
+  /** What a reported leak does and GitHub's keys; `revoke` and no GitHub keys when absent. */
+  leaks?: LeakConfig
 }
 
 /** Trusts one hop of x-forwarded-for, the one signedClientAddress leaves there (the signed address), and nothing behind it. */
@@ -81,6 +88,8 @@ export async function buildAgencyApp(deps: AgencyAppDeps): Promise<FastifyInstan
     now,
     ...(deps.consoleDeviceSecret === undefined ? {} : { deviceSecret: deps.consoleDeviceSecret }),
   })
+  // Without a key and without tenant headers (leaks/leak-routes.ts), outside the AGENCY scope's /v1 below.
+  await app.register(leakRoutes, { keys: deps.keys, config: deps.leaks ?? { action: 'revoke', githubKeys: undefined } })
   await app.register(
     async (v1) => {
       v1.addHook('onRequest', requireTenantScope('AGENCY'))

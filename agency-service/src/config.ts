@@ -7,6 +7,8 @@ import { readAudienceSecrets, readConsoleDeviceSecret } from '@scoped/shared/sec
 import { readBackendTls, readHealthPort } from '@scoped/shared/backend-server'
 import type { BackendTls } from '@scoped/shared/backend-server'
 import { AGENCY_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
+import type { LeakConfig } from './leaks/leak-config.js'
+import { readLeakConfig } from './leaks/leak-config.js'
 
 export interface AgencyServiceConfig {
   host: string
@@ -29,6 +31,8 @@ export interface AgencyServiceConfig {
   /** AGENCY_SERVICE_HEALTH_PORT: /healthz and /readyz on a plain-HTTP listener of their own (for probes under mutual TLS). */
   healthPort: number | undefined
   logLevel: LogLevel
+  /** LEAKED_KEY_ACTION and SECRET_SCANNING_KEYS_FILE: what a reported leak does, and GitHub's keys (leaks/leak-config.ts). */
+  leaks: LeakConfig
   /** WEBHOOK_ALLOW_PRIVATE_ADDRESSES=1: webhooks may go to http:// and to any address (development and tests only). */
   webhookAllowPrivateAddresses: boolean
 }
@@ -58,5 +62,6 @@ export function readAgencyServiceConfig(env: Env): Readonly<AgencyServiceConfig>
     healthPort: readHealthPort(env, 'AGENCY_SERVICE', port),
     logLevel: readLogLevel(env),
     webhookAllowPrivateAddresses: readWebhookAllowPrivateAddresses(env),
+    leaks: readLeakConfig(env),
   })
 }

@@ -14,6 +14,10 @@ import { WebhookSender } from './webhooks/sender.js'
 runMain('agency-service', async () => {
   const config = readAgencyServiceConfig(process.env)
   const logger = createLogger('agency-service', config.logLevel)
+  logger.info(
+    { leakedKeyAction: config.leaks.action, githubSecretScanningKeys: config.leaks.githubKeys?.size ?? 0 },
+    config.leaks.githubKeys === undefined ? 'leak response: GitHub secret scanning off (no SECRET_SCANNING_KEYS_FILE)' : 'leak response ready',
+  )
   // Applies pending migrations when its role owns the schema; a least-privilege role waits for the migration job.
   await migrateOrWait(config.databaseUrl, { waitMs: 60_000, onWait: (pending) => logger.info({ pending }, 'waiting for the migration job') })
   const pool = createPool(config.databaseUrl, { applicationName: 'agency-service' })
@@ -30,6 +34,7 @@ runMain('agency-service', async () => {
     logger,
     signingSecrets: config.signingSecrets,
     consoleDeviceSecret: config.consoleDeviceSecret,
+    leaks: config.leaks,
     ...(config.tls === undefined ? {} : { https: config.tls }),
     ...(nonceRedis === undefined ? {} : { nonceRedis }),
     webhookPolicy: { allowPrivateAddresses: config.webhookAllowPrivateAddresses },

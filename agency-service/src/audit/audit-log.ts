@@ -25,6 +25,7 @@ export const auditEventTypes = [
   'key.revoked',
   'key.deleted',
   'key.updated',
+  'key.leaked',
   'sub-account.created',
   'sub-account.updated',
   'sub-account.deleted',
@@ -58,6 +59,14 @@ export interface NewAuditEvent {
   user?: AuditSubjectUser | null
   /** How many refusals a coalesced user.sign-in-refused event stands for (users/sign-in-refusals.ts). */
   refusals?: number | null
+  /** Required for key.leaked (the database checks it), absent otherwise: where the leak was reported from (leaks/leak-response.ts). */
+  leak?: LeakReport | null
+}
+
+/** Where a leaked key was reported: GitHub's `source` (`content`, `commit`, …) and URL, or `report` (the public revocation API) and no URL. */
+export interface LeakReport {
+  source: string
+  url: string | null
 }
 
 /** One event, in the API's shape. */
@@ -138,8 +147,9 @@ export function toAuditEvent(record: AuditRecord): AuditEvent {
 /** Records one event inside the caller's transaction. */
 export async function recordAuditEvent(client: PoolClient, event: NewAuditEvent): Promise<void> {
   await client.query(
-    `INSERT INTO audit_events (type, actor_kind, actor_id, agency_id, sub_account_id, key_id, key_name, scope, client_address, user_id, user_email, role, refusals)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+    `INSERT INTO audit_events (type, actor_kind, actor_id, agency_id, sub_account_id, key_id, key_name, scope, client_address, user_id, user_email, role, refusals,
+                               leak_source, leak_url)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
     [
       event.type,
       event.actor.kind,
@@ -154,6 +164,8 @@ export async function recordAuditEvent(client: PoolClient, event: NewAuditEvent)
       event.user?.email ?? null,
       event.user?.role ?? null,
       event.refusals ?? null,
+      event.leak?.source ?? null,
+      event.leak?.url ?? null,
     ],
   )
 }

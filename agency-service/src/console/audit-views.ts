@@ -15,6 +15,7 @@ const typeNames: Record<AuditEventType, string> = {
   'key.revoked': 'Key revoked',
   'key.deleted': 'Key deleted',
   'key.updated': 'Key addresses changed',
+  'key.leaked': 'Key reported leaked',
   'sub-account.created': 'Sub-account created',
   'sub-account.updated': 'Default key rate limit changed',
   'sub-account.deleted': 'Sub-account deleted',
