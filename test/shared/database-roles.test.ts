@@ -46,7 +46,9 @@ const EXPECTED: Record<string, Record<ServiceGroupRole, string>> = {
   // The gateway's UPDATE is on two columns only (checked below), not on the table.
   api_keys: { scoped_gateway: 'S', scoped_resource: '', scoped_agency: 'SIUD' },
   deleted_api_keys: { scoped_gateway: 'S', scoped_resource: '', scoped_agency: '' },
-  audit_events: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SI' },
+  // Since 015 nobody inserts into the trail but the database's own triggers and audit_declare.
+  audit_events: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'S' },
+  audit_declarations: { scoped_gateway: '', scoped_resource: '', scoped_agency: '' },
   api_key_events: { scoped_gateway: '', scoped_resource: '', scoped_agency: '' },
   agents: { scoped_gateway: '', scoped_resource: 'SIUD', scoped_agency: '' },
   contacts: { scoped_gateway: '', scoped_resource: 'SIUD', scoped_agency: '' },

@@ -143,14 +143,14 @@ t.test('005 down and up again', async (t) => {
   await client.connect()
   t.teardown(() => client.end())
   const agency = (await client.query(`INSERT INTO agencies (name) VALUES ('Round trip') RETURNING id`)).rows[0].id as string
-  const key = await client.query(
-    `INSERT INTO api_keys (scope, agency_id, name, key_hash, hint, created_by) VALUES ('AGENCY', $1, 'k', $2, 'h', 'ctl:ops') RETURNING id`,
-    [agency, hashKey(generateKey())],
-  )
-  await client.query(
-    `INSERT INTO audit_events (type, actor_kind, actor_id, agency_id, key_id, key_name, scope) VALUES ('key.created', 'cli', 'ctl:ops', $1, $2, 'k', 'AGENCY')`,
-    [agency, key.rows[0].id],
-  )
+  // Since 015 the key's insert writes its event, by the transaction's actor.
+  await client.query('BEGIN')
+  await client.query(`SELECT set_config('scoped.actor', '{"actor_kind":"cli","actor_id":"ctl:ops"}', true)`)
+  await client.query(`INSERT INTO api_keys (scope, agency_id, name, key_hash, hint, created_by) VALUES ('AGENCY', $1, 'k', $2, 'h', 'ctl:ops')`, [
+    agency,
+    hashKey(generateKey()),
+  ])
+  await client.query('COMMIT')
   const later = migrationsFrom005()
   const down = await runner({
     dbClient: client,

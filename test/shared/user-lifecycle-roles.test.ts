@@ -39,7 +39,8 @@ t.test('scoped_agency runs the whole user lifecycle', async (t) => {
   const { rows } = await db.pool.query<{ type: string }>(`SELECT type FROM audit_events WHERE user_id = $1 ORDER BY seq`, [user.id])
   t.same(
     rows.map((row) => row.type),
-    ['user.created', 'user.password-changed', 'membership.removed', 'user.disabled', 'membership.removed'],
+    // The session made above is a sign-in: since 015 a new session row writes user.signed-in itself.
+    ['user.created', 'user.signed-in', 'user.password-changed', 'membership.removed', 'user.disabled', 'membership.removed'],
   )
   t.equal((await db.pool.query(`SELECT 1 FROM console_sessions WHERE user_id = $1`, [user.id])).rowCount, 0, 'the sessions went')
   await t.rejects(pool.query(`DELETE FROM audit_events WHERE user_id = $1`, [user.id]), { code: '42501' }, 'the trail still only grows')

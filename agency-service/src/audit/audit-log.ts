@@ -144,30 +144,46 @@ export function toAuditEvent(record: AuditRecord): AuditEvent {
   return { id, type, at, actor, keyId, subAccountId, clientAddress }
 }
 
-/** Records one event inside the caller's transaction. */
+/**
+ * Declares one event of the caller's transaction (audit_declare, migration
+ * 015), and makes its actor the transaction's when it has none yet. The
+ * database writes it at the commit: with the table change it stands for
+ * (key.*, sub-account.*, user.* but sign-in-refused, membership.*), whose
+ * trigger finds the declaration of its type and subject, made before or
+ * after the change, and uses its actor and fields (one event per change,
+ * however many declare it); on its own for an event with no table change
+ * (user.sign-in-refused). The services cannot insert into the trail.
+ */
 export async function recordAuditEvent(client: PoolClient, event: NewAuditEvent): Promise<void> {
-  await client.query(
-    `INSERT INTO audit_events (type, actor_kind, actor_id, agency_id, sub_account_id, key_id, key_name, scope, client_address, user_id, user_email, role, refusals,
-                               leak_source, leak_url)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
-    [
-      event.type,
-      event.actor.kind,
-      event.actor.id,
-      event.agencyId,
-      event.subAccountId,
-      event.keyId ?? null,
-      event.keyName ?? null,
-      event.scope ?? null,
-      event.actor.clientAddress,
-      event.user?.id ?? null,
-      event.user?.email ?? null,
-      event.user?.role ?? null,
-      event.refusals ?? null,
-      event.leak?.source ?? null,
-      event.leak?.url ?? null,
-    ],
-  )
+  await client.query(`SELECT audit_declare($1::jsonb)`, [
+    JSON.stringify({
+      type: event.type,
+      actor_kind: event.actor.kind,
+      actor_id: event.actor.id,
+      client_address: event.actor.clientAddress,
+      agency_id: event.agencyId,
+      sub_account_id: event.subAccountId,
+      key_id: event.keyId ?? null,
+      key_name: event.keyName ?? null,
+      scope: event.scope ?? null,
+      user_id: event.user?.id ?? null,
+      user_email: event.user?.email ?? null,
+      role: event.user?.role ?? null,
+      refusals: event.refusals ?? null,
+      leak_source: event.leak?.source ?? null,
+      leak_url: event.leak?.url ?? null,
+    }),
+  ])
+}
+
+/**
+ * Names who is changing things in the caller's transaction, for the events of
+ * changes no declaration names (a rename, say); without it, and without any
+ * declaration, the database records the change as `unattributed`.
+ */
+export async function setAuditActor(client: PoolClient, actor: Actor): Promise<void> {
+  const value = JSON.stringify({ actor_kind: actor.kind, actor_id: actor.id, client_address: actor.clientAddress })
+  await client.query(`SELECT set_config('scoped.actor', $1, true)`, [value])
 }
 
 /** The audit trail, read over the pool (events are written inside their own transactions: recordAuditEvent). */

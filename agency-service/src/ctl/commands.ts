@@ -7,6 +7,8 @@ import type { Env } from '@scoped/shared/config'
 import { readDatabaseUrl } from '@scoped/shared/config'
 import type { Pool } from '@scoped/shared/db'
 import { migrate } from '@scoped/shared/migrate'
+import { requireUuid } from '@scoped/shared/validation'
+import { verifyAuditChain } from '../audit/audit-chain.js'
 import { grantLogin } from '../db-logins.js'
 import { readPassword } from '../password-prompt.js'
 import { setSubAccountKeyRateLimit } from './sub-account-commands.js'
@@ -36,6 +38,7 @@ const commands: Readonly<Record<string, Command>> = {
     return users.setPassword(user, await readPassword('new password'), actor)
   },
   'user remove': ({ pool, flags, actor }) => new MembershipService(pool).remove(required(flags, 'email'), membershipOf(flags), actor),
+  'audit verify': ({ pool, flags }) => verifyAuditChain(pool, requireUuid(required(flags, 'agency'), 'agency id')),
   'db grant-login': async ({ pool, flags }) =>
     grantLogin(pool, { role: required(flags, 'role'), user: required(flags, 'user'), password: await readPassword('password of the login') }),
   ...keyCommands,
@@ -43,7 +46,7 @@ const commands: Readonly<Record<string, Command>> = {
 }
 
 /** The commands that write no audit event; any other (a new one included) needs an operator's name. */
-const COMMANDS_WITHOUT_EVENTS: ReadonlySet<string> = new Set(['', 'migrate', 'agency create', 'key list', 'webhook list', 'db grant-login'])
+const COMMANDS_WITHOUT_EVENTS: ReadonlySet<string> = new Set(['', 'migrate', 'agency create', 'key list', 'webhook list', 'db grant-login', 'audit verify'])
 
 export async function run(pool: Pool, env: Env, words: string[], flags: Flags): Promise<unknown> {
   const [noun, verb, argument, ...extra] = words
