@@ -26,6 +26,7 @@ import { logRequest } from './request-log.js'
 import { refuse, STRICT_TRANSPORT_SECURITY } from './respond.js'
 import type { TlsCredentials } from './tls.js'
 import { MIN_TLS_VERSION, TLS12_CIPHERS } from './tls.js'
+import type { UsageRecorder } from './usage/usage-recorder.js'
 
 /**
  * x-request-id: the caller's when it is well formed (at most 128 of
@@ -100,6 +101,8 @@ export interface ApiServerDeps {
   log: Logger
   requestLog: RequestLogger
   metrics: GatewayMetrics
+  /** Counts every answer to a key's request, and keeps those the request log keeps. */
+  usage: Pick<UsageRecorder, 'record'>
   gate: GateOptions
   forwarder: ForwarderOptions
 }
@@ -149,6 +152,7 @@ export async function buildApiServer(deps: ApiServerDeps): Promise<FastifyInstan
   await api.register(forwarderPlugin, deps.forwarder)
   api.addHook('onResponse', (request, reply, done) => {
     logRequest(requestLog, metrics, request, reply)
+    deps.usage.record(request, reply)
     done()
   })
   return api

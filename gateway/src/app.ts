@@ -35,6 +35,7 @@ import type { TlsCredentials } from './tls.js'
 import { loadTlsCredentials } from './tls.js'
 import { Upstreams } from './upstream.js'
 import { upstreamTls } from './route-map.js'
+import { UsageRecorder } from './usage/usage-recorder.js'
 
 export interface GatewayDeps {
   config: GatewayConfig
@@ -51,16 +52,19 @@ export interface GatewayDeps {
 export interface Gateway {
   readonly api: FastifyInstance
   readonly keys: KeyLayer
+  readonly usage: UsageRecorder
   /** Starts the key layer, then listens on every listener. */
   start(): Promise<void>
   /** The bound ports (useful with port 0). */
   ports(): { api: number; plain: number; admin: number }
-  /** Stops accepting, finishes in-flight requests, flushes last use, closes every pool. */
+  /** Stops accepting, finishes in-flight requests, writes usage and last use, closes every pool. */
   close(): Promise<void>
 }
 
 /** How long idle keep-alive connections (and TLS handshakes under way) are kept at shutdown, so a request already on its way is answered, not reset. */
 const IDLE_GRACE_MS = 1_000
+/** How long a stopping replica keeps trying to write its last usage batch (main.ts gives the whole stop STOP_MARGIN_MS past the drain). */
+const USAGE_STOP_MS = 3_000
 /** The operations listener's connections: probes and a scraper need a few. */
 const ADMIN_CONNECTIONS = { max: 64, perClient: 64 } as const
 function portOf(server: Server | FastifyInstance['server']): number {
@@ -98,6 +102,7 @@ export async function buildGateway(deps: GatewayDeps): Promise<Gateway> {
   const { config, log, pool, redis } = deps
   const metrics = new GatewayMetrics(config.routes)
   const keys = createKeyLayer(config, pool, redis, deps.replicaId, metrics, log)
+  const usage = new UsageRecorder(pool, log, metrics, config.routes.routes, deps.replicaId, config.usage)
   const upstreams = new Upstreams({ ...config.upstreamPool, timeoutMs: config.deadlines.upstream }, upstreamTls(config.routes))
   let draining = false
   const isDraining = (): boolean => draining
@@ -108,6 +113,7 @@ export async function buildGateway(deps: GatewayDeps): Promise<Gateway> {
     log,
     requestLog: deps.requestLog,
     metrics,
+    usage,
     ...requestPath(config, keys, upstreams, metrics, log, isDraining),
   })
   const plain = createPlainHttpServer(log, metrics, config.deadlines)
@@ -124,8 +130,10 @@ export async function buildGateway(deps: GatewayDeps): Promise<Gateway> {
   return {
     api,
     keys,
+    usage,
     async start() {
       await keys.start()
+      usage.start()
       await api.listen({ host: config.api.host, port: config.api.port })
       await listen(plain, config.plainHttp.port, config.plainHttp.host)
       await operations.listen({ host: config.admin.host, port: config.admin.port })
@@ -137,6 +145,8 @@ export async function buildGateway(deps: GatewayDeps): Promise<Gateway> {
       draining = true
       await drainListeners(api, plain, guards, config.deadlines.drain, log)
       await upstreams.close()
+      // Every answer is sent: its count is written before the pool ends (retried while Postgres is away, for a bounded time).
+      await usage.stop(USAGE_STOP_MS)
       await keys.stop()
       await pool.end()
       guards.admin.cutAll()

@@ -24,6 +24,8 @@ import type { RouteMap } from './route-map.js'
 import { parseRouteMap } from './route-map.js'
 import type { TlsFiles } from './tls.js'
 import type { ConnectionLimits } from './connections.js'
+import type { UsageOptions } from './usage/usage-recorder.js'
+import { readUsageOptions } from './usage/usage-config.js'
 
 /** Paths from the project root, whatever the working directory (this file is gateway/src/config.ts or gateway/dist/config.js). */
 export const defaultRoutesFile = fileURLToPath(new URL('../../deploy/routes.yaml', import.meta.url))
@@ -83,6 +85,8 @@ export interface GatewayConfig {
   readonly documentLimit: number
   /** Failed authentications allowed per client address and window before 429. */
   readonly authFailures: { readonly limit: number; readonly windowMs: number }
+  /** Usage counting and the request log (usage/usage-config.ts). */
+  readonly usage: UsageOptions
   readonly dataDir: string
 }
 
@@ -211,6 +215,7 @@ export function readGatewayConfig(env: Env): GatewayConfig {
       limit: readWhole(env, 'GATEWAY_AUTH_FAILURE_LIMIT', 20, 1, 1_000_000, 'failures'),
       windowMs: readWhole(env, 'GATEWAY_AUTH_FAILURE_WINDOW_SECONDS', 60, 1, 86_400, 'seconds') * 1000,
     }),
+    usage: readUsageOptions(env),
     dataDir,
   })
 }

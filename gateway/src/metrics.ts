@@ -142,6 +142,8 @@ export class GatewayMetrics {
   private readonly logPolls: Counter<'result'>
   private readonly forged: Counter<'kind'>
   private readonly throttled: Counter<'limit'>
+  private readonly usageDropped: Counter<'kind'>
+  private readonly usageFlushes: Counter<'result'>
   /** [postgres, redis]: round trips made by this replica, for the benchmark's per-request figure. */
   private readonly roundTrips = new Float64Array(2)
   private readonly upstream: UpstreamLatency
@@ -181,6 +183,18 @@ export class GatewayMetrics {
       registers: [this.registry],
     })
     registerRoundTrips(this.registry, this.roundTrips)
+    this.usageDropped = new Counter({
+      name: 'gateway_usage_dropped_total',
+      help: 'Usage counts (counts: answers) and request log rows (request-log) dropped because the memory bound was reached while Postgres could not be written, or left unwritten at stop.',
+      labelNames: ['kind'] as const,
+      registers: [this.registry],
+    })
+    this.usageFlushes = new Counter({
+      name: 'gateway_usage_flushes_total',
+      help: 'Batches of usage counts and request log rows written to Postgres, by result (ok, error: retried).',
+      labelNames: ['result'] as const,
+      registers: [this.registry],
+    })
     this.refusedConnections = new Counter({
       name: 'gateway_connections_refused_total',
       help: 'TCP connections closed as soon as they were accepted, by listener (api, http, admin) and reason (cap: the listener was full; per-client: that client held its share).',
@@ -239,6 +253,14 @@ export class GatewayMetrics {
         for (const [kind, count] of Object.entries(read())) this.set({ kind }, count)
       },
     })
+  }
+
+  countUsageDropped(kind: 'counts' | 'request-log', n: number): void {
+    this.usageDropped.inc({ kind }, n)
+  }
+
+  countUsageFlush(ok: boolean): void {
+    this.usageFlushes.inc({ result: ok ? 'ok' : 'error' })
   }
 
   countRefusedConnection(listener: ConnectionListener, reason: ConnectionRefusal): void {

@@ -21,6 +21,8 @@ import { migrate, migrateOrWait, NotSchemaOwnerError } from '@scoped/shared/migr
 import { KeyService } from '@scoped/agency-service/keys/key-service'
 import { TenantStore } from '@scoped/agency-service/tenants'
 import { grantLogin, scramSha256Verifier } from '@scoped/agency-service/db-logins'
+import { writeRequestLog } from '@scoped/shared/request-log-store'
+import { expireUsage, writeUsageBatch } from '@scoped/shared/usage-store'
 import { createTestDatabase } from '../helpers/database.js'
 import { runCtl } from '../helpers/processes.js'
 import type { TestDatabase } from '../helpers/database.js'
@@ -66,6 +68,12 @@ const EXPECTED: Record<string, Record<ServiceGroupRole, string>> = {
   webhook_messages: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SU' },
   webhook_attempts: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIU' },
   webhook_key_reminders: { scoped_gateway: '', scoped_resource: '', scoped_agency: '' },
+  // 017, 018: the gateway adds to the counts (an upsert reads the row) and appends to the request log; the service reads.
+  usage_minutes: { scoped_gateway: 'SIU', scoped_resource: '', scoped_agency: 'S' },
+  usage_hours: { scoped_gateway: 'SIU', scoped_resource: '', scoped_agency: 'S' },
+  usage_days: { scoped_gateway: 'SIU', scoped_resource: '', scoped_agency: 'S' },
+  usage_batches: { scoped_gateway: 'I', scoped_resource: '', scoped_agency: '' },
+  request_log: { scoped_gateway: 'I', scoped_resource: '', scoped_agency: 'S' },
 }
 const ROLES: ServiceGroupRole[] = ['scoped_gateway', 'scoped_resource', 'scoped_agency']
 
@@ -112,7 +120,7 @@ async function seed(pool: Pool): Promise<{ agencyId: string; subAccountId: strin
 t.test('every table has decided grants, and each role has exactly those', async (t) => {
   const db = await createTestDatabase(t)
   const { rows: tables } = await db.pool.query<{ name: string }>(
-    `SELECT c.relname AS name FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'v', 'p', 'm') ORDER BY 1`,
+    `SELECT c.relname AS name FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'v', 'p', 'm') AND NOT c.relispartition ORDER BY 1`,
   )
   for (const { name } of tables) {
     const expected = EXPECTED[name]
@@ -346,4 +354,36 @@ t.test('ctl db grant-login: a login in one group role, keyed by a SCRAM verifier
   t.same(made.json, { user: cli, role: 'scoped_resource', created: true }, 'ctl db grant-login, the password on stdin')
   const refused = await runCtl(['db', 'grant-login', '--role', 'scoped_resource', '--user', 'postgres'], { DATABASE_URL: db.url }, `${'h'.repeat(32)}\n`)
   t.equal(refused.status, 1, 'ctl refuses to re-key a privileged role')
+})
+
+t.test('the gateway writes usage and the request log as its role (partitions made by the owner’s functions); agency-service reads them', async (t) => {
+  const { gateway, agency } = await logins(t)
+  const ids = { keyId: crypto.randomUUID(), agencyId: crypto.randomUUID(), subAccountId: null }
+  const row = { bucket: Date.UTC(2026, 0, 2, 3, 4), ...ids, route: '/v1/agency', outcome: 'served', statusClass: 2, requests: 3, latency: [3] }
+  const logRow = {
+    at: Date.UTC(2026, 0, 2, 3, 4),
+    requestId: 'r1',
+    ...ids,
+    method: 'GET',
+    path: '/v1/agency',
+    status: 503,
+    outcome: 'served',
+    durationMs: 1,
+    clientAddress: null,
+  }
+  const batch = {
+    replicaId: 'roles',
+    seq: 1,
+    minutes: [row],
+    hours: [row],
+    days: [row],
+    alsoWrite: (client: pg.PoolClient) => writeRequestLog(client, [logRow], 10),
+  }
+  t.equal(await writeUsageBatch(gateway, batch), 'applied')
+  t.equal(await writeUsageBatch(gateway, batch), 'duplicate')
+  t.equal(await expireUsage(gateway, { minutes: 86_400, hours: 86_400, days: 86_400 }), 3, 'the 2026-01 partitions are past a day')
+  t.equal(await outcome(gateway, 'DELETE FROM request_log'), DENIED, 'the gateway removes no log row itself')
+  t.equal(await outcome(gateway, 'SELECT usage_partition($1, $2, now())', ['usage_minutes', 'day']), DENIED, 'nor makes a partition but through usage_prepare')
+  t.equal((await agency.query('SELECT count(*)::int AS n FROM request_log')).rows[0]?.n, 1)
+  t.equal(await outcome(agency, 'INSERT INTO usage_batches (replica_id, seq) VALUES ($1, 1)', ['x']), DENIED)
 })

@@ -1,0 +1,45 @@
+/**
+ * How the gateway's own outcomes (outcomes.ts) read in a key's usage: the
+ * contract's closed list (shared/src/usage.ts). Every gateway outcome is
+ * mapped here, so a new one fails the type-check until it is placed.
+ * `served` is every request that was forwarded; its status class says how the
+ * backend (or the way to it: 502, 503) answered. Outcomes a request with a
+ * known key cannot have (no key, the documents, the console) map to
+ * bad-request, never seen in practice.
+ */
+import type { UsageOutcome } from '@scoped/shared/usage'
+import type { RequestOutcome } from '../outcomes.js'
+
+export const USAGE_OUTCOME = {
+  forwarded: 'served',
+  'upstream-busy': 'served',
+  'upstream-share': 'served',
+  'upstream-error': 'served',
+  error: 'served',
+  unavailable: 'served',
+  draining: 'served',
+  revoked: 'revoked',
+  deleted: 'revoked',
+  expired: 'expired',
+  'not-allowed-address': 'address-refused',
+  'scope-mismatch': 'scope-refused',
+  'no-route': 'bad-request',
+  'rate-limited': 'rate-limited',
+  throttled: 'rate-limited',
+  'documents-throttled': 'rate-limited',
+  'request-timeout': 'timeout',
+  'upstream-timeout': 'timeout',
+  'bad-request': 'bad-request',
+  'bad-json': 'bad-request',
+  'too-deep': 'bad-request',
+  'bad-path': 'bad-request',
+  'uri-too-long': 'bad-request',
+  'headers-too-large': 'bad-request',
+  'method-not-allowed': 'bad-request',
+  'https-required': 'bad-request',
+  missing: 'bad-request',
+  malformed: 'bad-request',
+  unknown: 'bad-request',
+  session: 'bad-request',
+  document: 'bad-request',
+} as const satisfies Record<RequestOutcome, UsageOutcome>

@@ -1,0 +1,215 @@
+/**
+ * Usage counting and the request log, from the answer of every request the
+ * gateway attributes to a key (its tenant is known, whatever the outcome),
+ * to Postgres in batches. On the request path: a count in memory
+ * (usage-counts.ts) and, for a request the log keeps, one small object; no
+ * I/O, no lock.
+ *
+ * Every `intervalMs` (and at stop) the counts so far become a batch with the
+ * next sequence number. A batch that fails stays the batch in flight, retried
+ * as it is (same sequence, same rows) until it is written: its sequence makes
+ * it idempotent (usage-store.ts), so a commit whose answer was lost counts
+ * once. Meanwhile counting goes on in memory, bounded by `maxCells` (the
+ * batch in flight included); what is dropped past the bound is counted in
+ * gateway_usage_dropped_total and said in the log at the next flush.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Pool } from '@scoped/shared/db'
+import type { Logger } from '@scoped/shared/logger'
+import type { RequestLogRow } from '@scoped/shared/request-log-store'
+import { expireRequestLog, writeRequestLog } from '@scoped/shared/request-log-store'
+import type { UsageRetention } from '@scoped/shared/usage-store'
+import { expireUsage, writeUsageBatch } from '@scoped/shared/usage-store'
+import { withDeadline } from '@scoped/shared/deadline'
+import type { GatewayMetrics } from '../metrics.js'
+import { outcomeOfStatus } from '../outcomes.js'
+import { loggablePath } from '../request-log.js'
+import type { Route } from '../route-map.js'
+import type { BatchRows } from './usage-batch.js'
+import { batchRows } from './usage-batch.js'
+import { UsageCounts } from './usage-counts.js'
+import { USAGE_OUTCOME } from './usage-outcome.js'
+
+/** Which requests the log keeps: refusals and 5xx answers, every request of a key, or none. */
+export type RequestLogMode = 'errors' | 'all' | 'off'
+
+export interface UsageOptions {
+  intervalMs: number
+  maxCells: number
+  retention: UsageRetention
+  requestLog: { mode: RequestLogMode; maxPending: number; capPerAgency: number; maxAgeSeconds: number }
+}
+
+export const DEFAULT_USAGE_OPTIONS: UsageOptions = {
+  intervalMs: 5_000,
+  maxCells: 250_000,
+  retention: { minutes: 7 * 86_400, hours: 90 * 86_400, days: 400 * 86_400 },
+  requestLog: { mode: 'errors', maxPending: 20_000, capPerAgency: 100_000, maxAgeSeconds: 30 * 86_400 },
+}
+
+/** How often a replica drops the partitions past their retention. */
+const EXPIRY_INTERVAL_MS = 3_600_000
+/** A write that takes longer is given up (and its batch retried, safely). */
+const WRITE_DEADLINE_MS = 10_000
+
+interface Batch {
+  seq: number
+  rows: BatchRows
+  log: RequestLogRow[]
+  cells: number
+}
+
+export class UsageRecorder {
+  private readonly counts: UsageCounts
+  private log: RequestLogRow[] = []
+  private droppedLogRows = 0
+  private inFlight: Batch | null = null
+  private seq = 0
+  private timer: NodeJS.Timeout | undefined
+  private flushing: Promise<void> = Promise.resolve()
+  private lastExpiry = 0
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly logger: Logger,
+    private readonly metrics: GatewayMetrics,
+    private readonly routes: readonly Route[],
+    private readonly replicaId: string,
+    private readonly options: UsageOptions = DEFAULT_USAGE_OPTIONS,
+  ) {
+    this.counts = new UsageCounts(options.maxCells, () => this.inFlight?.cells ?? 0)
+  }
+
+  /** At the end of a request (onResponse): counted when a key's tenant is known, logged when the log keeps it. */
+  record(request: FastifyRequest, reply: FastifyReply): void {
+    const decision = request.gateway
+    if (decision === null || decision.tenant === null) return
+    const status = reply.statusCode
+    const outcome = USAGE_OUTCOME[decision.outcome ?? outcomeOfStatus(status)]
+    const ms = Number.isFinite(reply.elapsedTime) ? reply.elapsedTime : 0
+    const now = Date.now()
+    const { tenant } = decision
+    this.counts.count(now, tenant, decision.route === null ? null : decision.route.index, outcome, status, ms)
+    const mode = this.options.requestLog.mode
+    if (mode === 'off' || (mode === 'errors' && outcome === 'served' && status < 500)) return
+    if (this.log.length >= this.options.requestLog.maxPending) {
+      this.droppedLogRows++
+      return
+    }
+    this.log.push({
+      at: now,
+      requestId: request.id,
+      agencyId: tenant.agencyId,
+      keyId: tenant.keyId,
+      subAccountId: tenant.subAccountId,
+      method: request.method,
+      path: loggablePath(request),
+      status,
+      outcome,
+      durationMs: Math.round(ms * 1000) / 1000,
+      clientAddress: decision.client === '' ? null : decision.client,
+    })
+  }
+
+  start(): void {
+    this.timer = setInterval(() => void this.flush(), this.options.intervalMs)
+    this.timer.unref()
+  }
+
+  /** Writes the batch in flight, then what was counted since; flushes never overlap. */
+  flush(): Promise<void> {
+    this.flushing = this.flushing.then(() => this.write())
+    return this.flushing
+  }
+
+  /**
+   * Stops the timer and writes everything, retrying (Postgres may be away) until `deadlineMs` from now;
+   * what is still unwritten then is said in the log and counted as dropped.
+   */
+  async stop(deadlineMs: number): Promise<void> {
+    clearInterval(this.timer)
+    const until = Date.now() + deadlineMs
+    await this.flush()
+    while (this.pending() > 0 && Date.now() < until) {
+      await new Promise((resolve) => setTimeout(resolve, 250))
+      await this.flush()
+    }
+    const lost = this.pending()
+    if (lost > 0) {
+      this.metrics.countUsageDropped('counts', lost)
+      this.logger.error({ requests: lost }, 'usage counts not written before the gateway stopped: dropped')
+    }
+  }
+
+  /** Answers counted but not yet written (the batch in flight and what is counted since). */
+  pending(): number {
+    let answers = this.inFlight?.rows.requests ?? 0
+    if (this.counts.cells > 0) answers += batchRows(this.counts.peek(), this.routes).requests
+    return answers
+  }
+
+  private async write(): Promise<void> {
+    if (this.inFlight === null) this.inFlight = this.cut()
+    if (this.inFlight === null) return
+    if (await this.writeBatch(this.inFlight)) this.inFlight = null
+    await this.expire()
+  }
+
+  /** What was counted since the last batch, as the next one; null when there is nothing. */
+  private cut(): Batch | null {
+    const taken = this.counts.take()
+    this.reportDropped(taken.dropped)
+    const log = this.log
+    this.log = []
+    if (taken.cells === 0 && log.length === 0) return null
+    this.seq++
+    return { seq: this.seq, rows: batchRows(taken.minutes, this.routes), log, cells: taken.cells }
+  }
+
+  private reportDropped(counts: number): void {
+    const logRows = this.droppedLogRows
+    this.droppedLogRows = 0
+    if (counts > 0) this.metrics.countUsageDropped('counts', counts)
+    if (logRows > 0) this.metrics.countUsageDropped('request-log', logRows)
+    if (counts > 0 || logRows > 0) this.logger.error({ counts, logRows }, 'usage memory bound reached while batches could not be written: counts dropped')
+  }
+
+  private async writeBatch(batch: Batch): Promise<boolean> {
+    const { rows, log } = batch
+    const cap = this.options.requestLog.capPerAgency
+    try {
+      this.metrics.countRoundTrip('postgres')
+      await withDeadline(
+        writeUsageBatch(this.pool, {
+          replicaId: this.replicaId,
+          seq: batch.seq,
+          minutes: rows.minutes,
+          hours: rows.hours,
+          days: rows.days,
+          alsoWrite: (client) => writeRequestLog(client, log, cap),
+        }),
+        WRITE_DEADLINE_MS,
+        'writing usage',
+      )
+      this.metrics.countUsageFlush(true)
+      return true
+    } catch (error) {
+      this.metrics.countUsageFlush(false)
+      this.logger.warn({ err: error, requests: rows.requests, seq: batch.seq }, 'could not write usage; will retry the same batch')
+      return false
+    }
+  }
+
+  /** Retention, at most once an hour per replica: whole partitions dropped. */
+  private async expire(): Promise<void> {
+    const now = Date.now()
+    if (now - this.lastExpiry < EXPIRY_INTERVAL_MS) return
+    this.lastExpiry = now
+    try {
+      const dropped = (await expireUsage(this.pool, this.options.retention)) + (await expireRequestLog(this.pool, this.options.requestLog.maxAgeSeconds))
+      if (dropped > 0) this.logger.info({ partitions: dropped }, 'usage and request log partitions past their retention dropped')
+    } catch (error) {
+      this.logger.warn({ err: error }, 'could not expire usage partitions; will try again')
+    }
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * Writing usage (migration 017): one batch of a gateway replica's counts,
+ * added to the minute, hour and day rows in one transaction, with the batch's
+ * replica id and sequence recorded in the same transaction. A batch already
+ * recorded is not applied again, so a replica that lost the answer to its
+ * commit retries the same batch without counting anything twice.
+ */
+import type { Pool, PoolClient } from './db.js'
+import { inTransaction, sqlIdentifier } from './db.js'
+
+/** One row's addition: the counts of one key, bucket, route, outcome and status class. */
+export interface UsageRow {
+  /** The bucket's start, epoch milliseconds. */
+  bucket: number
+  keyId: string
+  agencyId: string
+  subAccountId: string | null
+  route: string
+  outcome: string
+  /** The status code's hundreds (1–5). */
+  statusClass: number
+  requests: number
+  latency: ArrayLike<number>
+}
+
+export interface UsageBatch {
+  replicaId: string
+  seq: number
+  minutes: readonly UsageRow[]
+  hours: readonly UsageRow[]
+  days: readonly UsageRow[]
+  /** Extra work in the same transaction (the request log's rows: request-log-store.ts). */
+  alsoWrite?: (client: PoolClient) => Promise<void>
+}
+
+export const USAGE_TABLES = { minute: 'usage_minutes', hour: 'usage_hours', day: 'usage_days' } as const
+
+async function addRows(client: PoolClient, table: string, rows: readonly UsageRow[]): Promise<void> {
+  if (rows.length === 0) return
+  await client.query(
+    `INSERT INTO ${sqlIdentifier(table)} AS u (bucket, key_id, agency_id, sub_account_id, route, outcome, status_class, requests, latency)
+     SELECT r.bucket, r.key_id, r.agency_id, r.sub_account_id, r.route, r.outcome, r.status_class, r.requests, r.latency::bigint[]
+       FROM unnest($1::timestamptz[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::smallint[], $8::bigint[], $9::text[])
+            AS r (bucket, key_id, agency_id, sub_account_id, route, outcome, status_class, requests, latency)
+     ON CONFLICT (key_id, bucket, route, outcome, status_class)
+     DO UPDATE SET requests = u.requests + excluded.requests, latency = usage_add_histograms(u.latency, excluded.latency)`,
+    [
+      rows.map((row) => new Date(row.bucket).toISOString()),
+      rows.map((row) => row.keyId),
+      rows.map((row) => row.agencyId),
+      rows.map((row) => row.subAccountId),
+      rows.map((row) => row.route),
+      rows.map((row) => row.outcome),
+      rows.map((row) => row.statusClass),
+      rows.map((row) => row.requests),
+      rows.map((row) => `{${Array.prototype.join.call(row.latency, ',')}}`),
+    ],
+  )
+}
+
+function bucketRange(batch: UsageBatch): [number, number] | null {
+  let first = Infinity
+  let last = -Infinity
+  for (const row of batch.minutes) {
+    if (row.bucket < first) first = row.bucket
+    if (row.bucket > last) last = row.bucket
+  }
+  return first === Infinity ? null : [first, last]
+}
+
+/** Applies a batch once: 'applied', or 'duplicate' when this replica's batch of that sequence was applied before. */
+export async function writeUsageBatch(pool: Pool, batch: UsageBatch): Promise<'applied' | 'duplicate'> {
+  return inTransaction(pool, async (client) => {
+    const recorded = await client.query('INSERT INTO usage_batches (replica_id, seq) VALUES ($1, $2) ON CONFLICT DO NOTHING', [batch.replicaId, batch.seq])
+    if (recorded.rowCount === 0) return 'duplicate'
+    const range = bucketRange(batch)
+    if (range !== null) await client.query('SELECT usage_prepare($1, $2)', [new Date(range[0]).toISOString(), new Date(range[1]).toISOString()])
+    await addRows(client, USAGE_TABLES.minute, batch.minutes)
+    await addRows(client, USAGE_TABLES.hour, batch.hours)
+    await addRows(client, USAGE_TABLES.day, batch.days)
+    if (batch.alsoWrite !== undefined) await batch.alsoWrite(client)
+    return 'applied'
+  })
+}
+
+/** How long each kind of row is kept, in seconds. */
+export interface UsageRetention {
+  minutes: number
+  hours: number
+  days: number
+}
+
+/** Drops the partitions past their retention (whole tables, never a scan); answers how many went. */
+export async function expireUsage(pool: Pool, retention: UsageRetention): Promise<number> {
+  const { rows } = await pool.query<{ dropped: number }>(
+    'SELECT usage_expire(make_interval(secs => $1), make_interval(secs => $2), make_interval(secs => $3)) AS dropped',
+    [retention.minutes, retention.hours, retention.days],
+  )
+  return rows[0]?.dropped ?? 0
+}
