@@ -27,6 +27,7 @@ export function childEnv(env: ProcessEnv): ProcessEnv {
     'ROUTES_FILE',
     'TLS_CERT_FILE',
     'TLS_KEY_FILE',
+    'WEBHOOK_ALLOW_PRIVATE_ADDRESSES',
   ]) {
     delete base[name]
   }
