@@ -158,18 +158,23 @@ ${key.allowedCidrs.length > 0 && html`<p>It can be used only from ${key.allowedC
   return page({ paths, title: 'Key created', session, crumbs: crumbs(paths, area, 'Key created'), body })
 }
 
-/** A duration in the largest whole unit it fills: "30 days", "12 hours", "90 minutes". */
+/**
+ * A duration in the largest whole unit it comes to: "30 days", "12 hours",
+ * "90 minutes". A key's lifetime is read from two clocks (its creation is
+ * Postgres's, its expiry the service's), so a few seconds either way are let go.
+ */
 export function durationText(ms: number): string {
   const units: Array<[number, string]> = [
     [86_400_000, 'day'],
     [3_600_000, 'hour'],
     [60_000, 'minute'],
-    [1_000, 'second'],
   ]
   for (const [size, unit] of units) {
-    if (ms >= size && ms % size === 0) return `${ms / size} ${unit}${ms === size ? '' : 's'}`
+    const count = Math.round(ms / size)
+    if (count >= 1 && Math.abs(ms - count * size) <= 5_000) return `${count} ${unit}${count === 1 ? '' : 's'}`
   }
-  return `${Math.round(ms / 1000)} seconds`
+  const seconds = Math.round(ms / 1000)
+  return `${seconds} second${seconds === 1 ? '' : 's'}`
 }
 
 /** What the roll page says about the new key's lifetime: the old key's, counted from the roll (the key service carries it over). */
