@@ -4,6 +4,7 @@
  * that honours cookie paths and deletions, and form posts that carry the
  * page's CSRF token and the headers a same-origin browser form sends.
  */
+import { randomBytes } from 'node:crypto'
 import Fastify from 'fastify'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import type { Pool } from '@scoped/shared/db'
@@ -157,8 +158,12 @@ export class ConsoleClient {
     return this.remember(await this.app.inject({ method: 'GET', url: path, headers: this.baseHeaders('GET', path) }))
   }
 
-  /** A form post as a browser sends it; `headers` override or add (pass undefined to drop one). */
+  /**
+   * A form post as a browser sends it; `headers` override or add (pass undefined to drop one). A form
+   * without a one-time form token gets a fresh one, as a freshly drawn form would have.
+   */
   async post(path: string, form: Form, headers: Record<string, string | undefined> = {}): Promise<LightMyRequestResponse> {
+    const sent = { formToken: randomBytes(32).toString('base64url'), ...form }
     const merged: Record<string, string> = {}
     for (const [name, value] of Object.entries({
       ...this.baseHeaders('POST', path),
@@ -168,18 +173,24 @@ export class ConsoleClient {
     })) {
       if (value !== undefined) merged[name] = value
     }
-    return this.remember(await this.app.inject({ method: 'POST', url: path, headers: merged, payload: new URLSearchParams(form).toString() }))
+    return this.remember(await this.app.inject({ method: 'POST', url: path, headers: merged, payload: new URLSearchParams(sent).toString() }))
   }
 
-  /** Posts the form on `pagePath` with that page's CSRF token. */
+  /** Posts the form on `pagePath` with that page's CSRF token and (when it has one) its form token. */
   async submit(pagePath: string, action: string, form: Form = {}): Promise<LightMyRequestResponse> {
     const page = await this.get(pagePath)
-    return this.post(action, { csrf: csrfToken(page.body), ...form })
+    const token = formTokenOf(page.body)
+    return this.post(action, { csrf: csrfToken(page.body), ...(token === undefined ? {} : { formToken: token }), ...form })
   }
 
   async signIn(email: string, password = PASSWORD): Promise<LightMyRequestResponse> {
     return this.submit('/console/sign-in', '/console/sign-in', { email, password })
   }
+}
+
+/** The one-time form token of the first form on the page that has one. */
+export function formTokenOf(body: string): string | undefined {
+  return /name="formToken" value="([^"]+)"/.exec(body)?.[1]
 }
 
 export function csrfToken(body: string): string {

@@ -48,8 +48,14 @@ t.test('create with an expiry preset and allowed addresses; both shown, stored a
   t.match((await owner.get(keysPath)).body, '<td><span>Any</span></td>', 'a key without an allowlist: any address')
 
   const refusals: Array<[string, Record<string, string>, string, string]> = [
-    ['no date for "on the date below"', { name: 'x', expires: 'date', expiresOn: '' }, 'key-expires-error', 'Enter the expiry date and time, in UTC'],
-    ['a date in the past', { name: 'x', expires: 'date', expiresOn: '2020-01-01T00:00' }, 'key-expires-error', 'The expiry must be in the future'],
+    ['no date for "on the date below"', { name: 'x', expires: 'date', expiresOn: '' }, 'key-expires-on-error', 'Enter the expiry date and time, in UTC'],
+    ['a date in the past', { name: 'x', expires: 'date', expiresOn: '2020-01-01T00:00' }, 'key-expires-on-error', 'The expiry must be in the future'],
+    [
+      'a date while Expires says Never',
+      { name: 'x', expires: 'never', expiresOn: '2031-01-01T00:00' },
+      'key-expires-on-error',
+      'An expiry date was entered, but Expires says “Never”.',
+    ],
     ['an unknown preset', { name: 'x', expires: 'forever' }, 'key-expires-error', 'Choose when the key expires'],
     [
       'an address with host bits',
@@ -57,12 +63,14 @@ t.test('create with an expiry preset and allowed addresses; both shown, stored a
       'key-cidrs-error',
       '&quot;10.1.2.3/8&quot; has bits set after its prefix length; the block is 10.0.0.0/8',
     ],
-    ['not an address', { name: 'x', allowedCidrs: 'the office' }, 'key-cidrs-error', '&quot;the&quot; is not an IP address or CIDR block'],
+    ['not an address', { name: 'x', allowedCidrs: 'office' }, 'key-cidrs-error', '&quot;office&quot; is not an IP address or CIDR block'],
   ]
   for (const [name, form, errorId, message] of refusals) {
     const response = await owner.submit(keysPath, keysPath, form)
     t.equal(response.statusCode, 400, name)
-    t.match(response.body, `id="${errorId}" role="alert">${message}`, `${name}: shown beside its field`)
+    t.match(response.body, `<p class="field-error" id="${errorId}">${message}`, `${name}: shown beside its field`)
+    t.match(response.body, `aria-describedby="${errorId.replace('-error', '-hint')} ${errorId}" aria-invalid="true"`, `${name}: that field is marked`)
+    t.match(response.body, `<a href="#${errorId.replace('-error', '')}">${message}`, `${name}: in the summary, linked to the field`)
     t.match(response.body, 'value="x"', `${name}: the name typed is kept`)
   }
   const kept = await owner.submit(keysPath, keysPath, { name: 'x', allowedCidrs: '10.0.0.0/8\nnope' })
@@ -154,7 +162,7 @@ t.test('the allowed addresses of a key change on their own page', async (t) => {
 
   const refused = await member.post(`${keysPath}/${key.id}/addresses`, { csrf: csrfToken(page.body), allowedCidrs: '192.0.2.0/24\n300.1.1.1' })
   t.equal(refused.statusCode, 400)
-  t.match(refused.body, 'id="key-cidrs-error" role="alert">&quot;300.1.1.1&quot; is not an IP address or CIDR block')
+  t.match(refused.body, 'id="key-cidrs-error">Line 2: &quot;300.1.1.1&quot; is not an IP address or CIDR block')
   t.match(refused.body, '>192.0.2.0/24\n300.1.1.1</textarea>')
   const cleared = await member.post(`${keysPath}/${key.id}/addresses`, { csrf: csrfToken(page.body), allowedCidrs: '' })
   t.equal(cleared.statusCode, 303, 'empty: any address')

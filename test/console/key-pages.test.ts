@@ -26,8 +26,8 @@ t.test('creating an agency key shows the plaintext once, with a copy button and 
     'SELECT id, scope, key_hash, created_by, name FROM api_keys',
   )
   t.same(rows, [{ id: rows[0]!.id, scope: 'AGENCY', key_hash: hashKey(plaintext), created_by: `user:${world.owner.id}`, name: 'billing sync' }])
-  const stored = JSON.stringify((await pool.query('SELECT * FROM console_key_reveals')).rows)
-  t.equal(stored, '[]', 'the one-time decryption key is gone once shown')
+  const stored = await pool.query('SELECT sealed_key FROM console_form_submissions')
+  t.same(stored.rows, [{ sealed_key: null }], 'the sealed key is gone once shown')
 
   const again = await owner.get(String(created.headers.location))
   t.equal(again.statusCode, 410, 'a reload cannot show it again')
@@ -148,7 +148,13 @@ t.test(`with ${ACTIVE_KEY_LIMIT} active keys the page says the limit is reached 
   const refused = await owner.post(keysPath, { csrf: csrfToken(page.body), name: 'one too many' })
   t.equal(refused.statusCode, 400)
   t.match(refused.body, 'Active API key limit reached for this scope')
-  t.match(refused.body, /id="key-name-error" role="alert"/, 'shown inline, by the field')
+  t.match(refused.body, /<p class="field-error" id="key-name-error">Active API key limit reached/, 'shown inline, by the field')
+  t.match(refused.body, /aria-describedby="key-name-hint key-name-error" aria-invalid="true"/)
+  t.match(
+    refused.body,
+    /<div class="error-summary alert" role="alert"[^>]*autofocus[^>]*>[\s\S]*<a href="#key-name">Active API key limit reached/,
+    'and in the summary',
+  )
   t.match(refused.body, 'value="one too many"', 'the name typed is kept')
   t.equal((await pool.query('SELECT 1 FROM api_keys')).rowCount, ACTIVE_KEY_LIMIT)
 

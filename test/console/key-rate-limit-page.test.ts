@@ -83,7 +83,9 @@ t.test('set a key’s own rate limit, see it listed, clear it; refusals beside t
   for (const [name, form, errorId, message] of refusals) {
     const response = await manager.post(pagePath, { csrf: csrfToken(current.body), action: 'set', ...form })
     t.equal(response.statusCode, 400, name)
-    t.match(response.body, `id="${errorId}" role="alert">${message}`, `${name}: shown beside its field`)
+    t.match(response.body, `<p class="field-error" id="${errorId}">${message}`, `${name}: shown beside its field`)
+    t.match(response.body, `aria-describedby="${errorId.replace('-error', '-hint')} ${errorId}" aria-invalid="true"`, `${name}: the field is marked`)
+    t.match(response.body, '<title>Error: Rate limit', `${name}: the title says so`)
     t.match(response.body, `name="rate" value="${form['rate']}"`, `${name}: what was typed is kept`)
   }
   const unknown = await manager.post(pagePath, { csrf: csrfToken(current.body), action: 'double it', rate: '5', burst: '5' })
@@ -124,5 +126,6 @@ t.test('set a key’s own rate limit, see it listed, clear it; refusals beside t
   t.notMatch((await manager.get(keysPath)).body, `${pagePath}"`, 'a revoked key has no rate-limit link')
   const revoked = await manager.post(pagePath, { csrf: csrfToken(current.body), action: 'set', rate: '5', burst: '5' })
   t.equal(revoked.statusCode, 400)
-  t.match(revoked.body, '<div class="alert" role="alert"><p>The rate limit of a revoked key cannot be changed</p></div>')
+  t.match(revoked.body, /<div class="error-summary alert" role="alert"[^>]*>[\s\S]*<li>The rate limit of a revoked key cannot be changed<\/li>/)
+  t.notMatch(revoked.body, 'aria-invalid', 'no field is marked for a refusal about the key itself')
 })

@@ -59,6 +59,7 @@ const EXPECTED: Record<string, Record<ServiceGroupRole, string>> = {
   console_sign_in_failures: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIUD' },
   console_sign_in_refusals: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIUD' },
   console_key_reveals: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIUD' },
+  console_form_submissions: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIUD' },
   key_invalidations: { scoped_gateway: 'S', scoped_resource: '', scoped_agency: '' },
   gateway_replicas: { scoped_gateway: 'S', scoped_resource: '', scoped_agency: 'S' },
   schema_migrations: { scoped_gateway: '', scoped_resource: 'S', scoped_agency: 'S' },

@@ -216,19 +216,33 @@ t.test('actors: a console user, an operator, an API key', async (t) => {
 t.test('the console form: allowlist text and expiry presets', async (t) => {
   t.same(cidrsFromForm('10.0.0.0/8\n 2001:db8::/32 ,203.0.113.7\r\n\n'), ['10.0.0.0/8', '2001:db8::/32', '203.0.113.7/32'])
   t.same(cidrsFromForm(''), [])
-  t.throws(() => cidrsFromForm('10.0.0.0/8\nhello'), { message: '"hello" is not an IP address or CIDR block' })
+  t.throws(() => cidrsFromForm('10.0.0.0/8\nhello'), { errors: [{ field: 'key-cidrs', message: 'Line 2: "hello" is not an IP address or CIDR block' }] })
+  t.throws(
+    () => cidrsFromForm('nope\n10.0.0.0/8\n10.1.2.3/8 also'),
+    {
+      errors: [
+        { field: 'key-cidrs', message: 'Line 1: "nope" is not an IP address or CIDR block' },
+        { field: 'key-cidrs', message: 'Line 3: "10.1.2.3/8" has bits set after its prefix length; the block is 10.0.0.0/8' },
+        { field: 'key-cidrs', message: 'Line 3: "also" is not an IP address or CIDR block' },
+      ],
+    },
+    'every bad entry, each naming its line',
+  )
   const now = Date.parse('2030-06-01T12:00:00Z')
   t.equal(expiryFromForm('never', '', now), null)
   t.equal(expiryFromForm(undefined, undefined, now), null)
   t.equal(expiryFromForm('90d', '', now)?.toISOString(), '2030-08-30T12:00:00.000Z')
   t.equal(expiryFromForm('date', '2031-01-02T03:04', now)?.toISOString(), '2031-01-02T03:04:00.000Z', 'a datetime-local value, read as UTC')
-  for (const [preset, date] of [
-    ['date', ''],
-    ['date', '2031-02-30T00:00'],
-    ['date', 'tomorrow'],
-    ['fortnight', ''],
+  for (const [preset, date, field] of [
+    ['date', '', 'key-expires-on'],
+    ['date', '2031-02-30T00:00', 'key-expires-on'],
+    ['date', 'tomorrow', 'key-expires-on'],
+    ['fortnight', '', 'key-expires'],
+    // A date typed while Expires says otherwise is refused on the date field, never ignored.
+    ['never', '2031-01-02T03:04', 'key-expires-on'],
+    ['30d', '2031-01-02T03:04', 'key-expires-on'],
   ] as const) {
-    t.throws(() => expiryFromForm(preset, date, now), { message: /./, field: 'expires' }, `${preset} ${date}`)
+    t.throws(() => expiryFromForm(preset, date, now), { errors: [{ field, message: /./ }] }, `${preset} ${date}`)
   }
 })
 

@@ -41,14 +41,19 @@ export function sendErrorPage(reply: FastifyReply, paths: ConsolePaths, status: 
 
 export const CSRF_REFUSED_MESSAGE = 'This form could not be accepted: it has expired or did not come from this site. Go back, reload the page and try again.'
 
+/** The status and message the error page shows for a thrown error; `expected` is false for one to log. */
+export function shownError(error: unknown): { status: number; message: string; expected: boolean } {
+  if (isApiError(error)) return { status: error.statusCode, message: error.message, expected: true }
+  const status = (error as Partial<FastifyError> | undefined)?.statusCode ?? 500
+  // Fastify's own client errors (body too large, not a form, …): the catalog's message for the status.
+  if (status >= 400 && status < 500) return { status, message: errorCatalog[clientErrorCode(status)].message, expected: true }
+  return { status: 500, message: errorCatalog.internal.message, expected: false }
+}
+
 export function consoleErrorHandler(paths: ConsolePaths) {
   return function handleConsoleError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-    const session = request.consoleSession ?? undefined
-    if (isApiError(error)) return sendErrorPage(reply, paths, error.statusCode, error.message, session)
-    const status = error.statusCode ?? 500
-    // Fastify's own client errors (body too large, not a form, …): the catalog's message for the status.
-    if (status >= 400 && status < 500) return sendErrorPage(reply, paths, status, errorCatalog[clientErrorCode(status)].message, session)
-    request.log.error({ err: error }, 'console: unhandled error')
-    return sendErrorPage(reply, paths, 500, errorCatalog.internal.message, session)
+    const shown = shownError(error)
+    if (!shown.expected) request.log.error({ err: error }, 'console: unhandled error')
+    return sendErrorPage(reply, paths, shown.status, shown.message, request.consoleSession ?? undefined)
   }
 }

@@ -70,7 +70,7 @@ export const consolePlugin: FastifyPluginAsync<ConsoleOptions> = async (app: Fas
     await signedIn.register(homeRoutes, { pool, paths })
     await signedIn.register(keyRoutes, { pool, keys, now, paths })
     await signedIn.register(auditRoutes, { pool, paths })
-    await signedIn.register(memberRoutes, { pool, paths })
+    await signedIn.register(memberRoutes, { pool, now, paths })
     await signedIn.register(passwordRoutes, { pool, now, paths })
   })
 }

@@ -2,20 +2,25 @@
  * The console's changes of one key (see key-routes.ts for the list of
  * routes): roll, its allowed addresses, its own rate limit, revoke and
  * delete. Each GET shows its form or confirmation; each POST changes the key
- * through KeyService, which returns once every gateway replica has been told.
+ * through KeyService, which returns once every gateway replica has been told,
+ * and goes through submitOnce (form-once.ts): a repeated submission of the
+ * same form gets the first one's answer.
  */
-import type { FastifyReply } from 'fastify'
 import { ApiError } from '@scoped/shared/errors'
+import { cidrMatcher } from '@scoped/shared/ip-address'
 import { parseDecimal } from '@scoped/shared/rate-limit'
+import type { KeySummary } from '../keys/key-service.js'
 import { requireManage, requireRateLimitSetter } from './access.js'
 import { sessionOf } from './authenticate.js'
 import { FORM_BODY_LIMIT, formField } from './csrf.js'
 import { sendPage } from './error-page.js'
-import { cidrsFromForm, isFormRefusal, RATE_LIMIT_FIELDS, rateLimitFieldOf } from './key-forms.js'
+import { submitOnce } from './form-once.js'
+import { addressesPage, GRACE_PRESETS, rollPage } from './key-form-views.js'
+import { formProblems, rateLimitErrors, RATE_LIMIT_FIELDS, cidrAllowlist } from './key-forms.js'
 import type { KeyParams, KeyRouteContext } from './key-route-context.js'
 import { afterChange, consoleActor, keyIdOf } from './key-route-context.js'
 import type { KeyAction } from './key-views.js'
-import { addressesPage, confirmPage, GRACE_PRESETS, rateLimitPage, rollPage } from './key-views.js'
+import { confirmPage, rateLimitPage } from './key-views.js'
 
 export function rollRoutes(context: KeyRouteContext): void {
   const { app, path, keys, paths, areaOf, manageableKey } = context
@@ -31,19 +36,34 @@ export function rollRoutes(context: KeyRouteContext): void {
     const key = await manageableKey(area, request.params)
     const grace = formField(request, 'grace')
     const preset = GRACE_PRESETS.find((option) => option.value === grace)
-    if (preset === undefined) return sendPage(reply, 400, rollPage(paths, sessionOf(request), area, key, 'Choose how long the old key keeps working'))
-    let rolled
-    try {
-      rolled = await keys.roll(key.id, consoleActor(request), area.owner, { graceSeconds: Number(preset.value) })
-    } catch (error) {
-      if (!isFormRefusal(error)) throw error
-      return sendPage(reply, 400, rollPage(paths, sessionOf(request), area, key, error.message, preset.value))
-    }
-    request.log.info({ keyId: rolled.id, replaces: rolled.replaces, graceSeconds: Number(preset.value) }, 'console: key rolled')
-    // The new key is shown whatever happens (its plaintext exists nowhere else); the page says when the gateways did not all confirm.
-    if (rolled.unconfirmed !== undefined) request.log.warn({ keyId: rolled.replaces }, rolled.unconfirmed)
-    return context.reveal(request, reply, area, rolled, rolled.unconfirmed !== undefined)
+    const graceInput = `grace-${GRACE_PRESETS[0].value}`
+    return submitOnce(context, request, reply, async () => {
+      const refused = (message: string, chosen?: string) => ({
+        kind: 'page' as const,
+        status: 400,
+        body: rollPage(paths, sessionOf(request), area, key, [{ field: graceInput, message }], chosen),
+      })
+      if (preset === undefined) return refused('Choose how long the old key keeps working')
+      let rolled
+      try {
+        rolled = await keys.roll(key.id, consoleActor(request), area.owner, { graceSeconds: Number(preset.value) })
+      } catch (error) {
+        const problems = formProblems(error, graceInput)
+        if (problems === undefined) throw error
+        return refused(problems[0]!.message, preset.value)
+      }
+      request.log.info({ keyId: rolled.id, replaces: rolled.replaces, graceSeconds: Number(preset.value) }, 'console: key rolled')
+      // The new key is shown whatever happens (its plaintext exists nowhere else); the page says when the gateways did not all confirm.
+      if (rolled.unconfirmed !== undefined) request.log.warn({ keyId: rolled.replaces }, rolled.unconfirmed)
+      return context.reveal(area, rolled, rolled.unconfirmed !== undefined)
+    })
   })
+}
+
+/** The address the key was last used from, when the new list would refuse it. */
+function excludedLastUse(key: KeySummary, allowedCidrs: readonly string[]): string | undefined {
+  if (key.lastUsedIp === null || allowedCidrs.length === 0) return undefined
+  return cidrMatcher(allowedCidrs)(key.lastUsedIp) ? undefined : key.lastUsedIp
 }
 
 export function addressRoutes(context: KeyRouteContext): void {
@@ -59,15 +79,27 @@ export function addressRoutes(context: KeyRouteContext): void {
     const area = await areaOf(request)
     const key = await manageableKey(area, request.params)
     const value = formField(request, 'allowedCidrs') ?? ''
-    try {
-      const allowedCidrs = cidrsFromForm(value)
-      await keys.update(key.id, { actor: consoleActor(request), owner: area.owner, allowedCidrs, fields: { allowedCidrs: 'Allowed addresses' } })
-    } catch (error) {
-      if (!isFormRefusal(error)) throw error
-      return sendPage(reply, 400, addressesPage(paths, sessionOf(request), area, key, { value, error: error.message }))
-    }
-    request.log.info({ keyId: key.id }, 'console: key addresses changed')
-    return reply.redirect(afterChange(area, 'addresses'), 303)
+    return submitOnce(context, request, reply, async () => {
+      const page = (state: Parameters<typeof addressesPage>[4]) => ({
+        kind: 'page' as const,
+        status: 400,
+        body: addressesPage(paths, sessionOf(request), area, key, state),
+      })
+      const { cidrs, errors } = cidrAllowlist(value)
+      if (errors.length > 0) return page({ value, errors })
+      // A list that would refuse the key's live traffic is saved only once the user has seen that and confirmed it (for that address).
+      const excluded = excludedLastUse(key, cidrs)
+      if (excluded !== undefined && formField(request, 'confirmExcluded') !== excluded) return { ...page({ value, excludes: excluded }), status: 200 }
+      try {
+        await keys.update(key.id, { actor: consoleActor(request), owner: area.owner, allowedCidrs: cidrs, fields: { allowedCidrs: 'Allowed addresses' } })
+      } catch (error) {
+        const problems = formProblems(error, 'key-cidrs')
+        if (problems === undefined) throw error
+        return page({ value, errors: problems })
+      }
+      request.log.info({ keyId: key.id }, 'console: key addresses changed')
+      return afterChange(area, 'addresses')
+    })
   })
 }
 
@@ -87,18 +119,24 @@ export function rateLimitRoutes(context: KeyRouteContext): void {
     const key = await manageableKey(area, request.params)
     const action = formField(request, 'action') ?? 'set'
     const form = { rate: (formField(request, 'rate') ?? '').trim(), burst: (formField(request, 'burst') ?? '').trim() }
-    const page = (error: string, errorField?: 'rate' | 'burst'): string =>
-      rateLimitPage(paths, sessionOf(request), area, key, { ...form, error, ...(errorField === undefined ? {} : { errorField }) })
-    if (action !== 'set' && action !== 'clear') return sendPage(reply, 400, page('Choose to save the limit or to use the route default'))
-    const rateLimit = action === 'clear' ? null : { rate: parseDecimal(form.rate), burst: parseDecimal(form.burst) }
-    try {
-      await keys.update(key.id, { actor: consoleActor(request), owner: area.owner, rateLimit, fields: RATE_LIMIT_FIELDS })
-    } catch (error) {
-      if (!isFormRefusal(error)) throw error
-      return sendPage(reply, 400, page(error.message, rateLimitFieldOf(error)))
-    }
-    request.log.info({ keyId: key.id, rateLimit }, 'console: key rate limit changed')
-    return reply.redirect(afterChange(area, 'rate-limit'), 303)
+    return submitOnce(context, request, reply, async () => {
+      const refused = (errors: ReturnType<typeof rateLimitErrors> & object) => ({
+        kind: 'page' as const,
+        status: 400,
+        body: rateLimitPage(paths, sessionOf(request), area, key, { ...form, errors }),
+      })
+      if (action !== 'set' && action !== 'clear') return refused([{ field: 'key-rate', message: 'Choose to save the limit or to use the route default' }])
+      const rateLimit = action === 'clear' ? null : { rate: parseDecimal(form.rate), burst: parseDecimal(form.burst) }
+      try {
+        await keys.update(key.id, { actor: consoleActor(request), owner: area.owner, rateLimit, fields: RATE_LIMIT_FIELDS })
+      } catch (error) {
+        const errors = rateLimitErrors(error)
+        if (errors === undefined) throw error
+        return refused(errors)
+      }
+      request.log.info({ keyId: key.id, rateLimit }, 'console: key rate limit changed')
+      return afterChange(area, 'rate-limit')
+    })
   })
 }
 
@@ -114,14 +152,16 @@ export function endRoutes(context: KeyRouteContext): void {
       return sendPage(reply, 200, confirmPage(paths, sessionOf(request), area, key, action))
     })
 
-    app.post<{ Params: KeyParams }>(`${path}/:keyId/${action}`, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply: FastifyReply) => {
+    app.post<{ Params: KeyParams }>(`${path}/:keyId/${action}`, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
       const area = await areaOf(request)
       requireManage(area)
       const keyId = keyIdOf(request.params)
-      const actor = consoleActor(request)
-      const result = action === 'revoke' ? await keys.revoke(keyId, actor, area.owner) : await keys.delete(keyId, actor, area.owner)
-      request.log.info({ keyId, action, invalidation: result.invalidation }, `console: key ${action === 'revoke' ? 'revoked' : 'deleted'}`)
-      return reply.redirect(afterChange(area, action === 'revoke' ? 'revoked' : 'deleted'), 303)
+      return submitOnce(context, request, reply, async () => {
+        const actor = consoleActor(request)
+        const result = action === 'revoke' ? await keys.revoke(keyId, actor, area.owner) : await keys.delete(keyId, actor, area.owner)
+        request.log.info({ keyId, action, invalidation: result.invalidation }, `console: key ${action === 'revoke' ? 'revoked' : 'deleted'}`)
+        return afterChange(area, action === 'revoke' ? 'revoked' : 'deleted')
+      })
     })
   }
 }

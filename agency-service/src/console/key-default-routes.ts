@@ -17,7 +17,12 @@ import { sessionOf } from './authenticate.js'
 import { FORM_BODY_LIMIT, formField } from './csrf.js'
 import { sendPage } from './error-page.js'
 import { html } from './html.js'
-import { isFormRefusal, RATE_LIMIT_FIELDS } from './key-forms.js'
+import type { FieldError } from './form-errors.js'
+import { errorSummary, fieldAttributes, fieldMessages, formTitle } from './form-errors.js'
+import type { FormOutcome } from './form-once.js'
+import { submitOnce } from './form-once.js'
+import { formTokenInput } from './form-token.js'
+import { RATE_LIMIT_FIELDS, rateLimitErrors } from './key-forms.js'
 import type { KeyRouteContext, TenantParams } from './key-route-context.js'
 import { afterChange, consoleActor } from './key-route-context.js'
 import { crumbs, rateLimitText } from './key-views.js'
@@ -25,10 +30,12 @@ import { csrfInput, page } from './layout.js'
 import type { ConsolePaths } from './paths.js'
 import type { ConsoleSession } from './sessions.js'
 
+const DEFAULT_INPUTS = { rate: 'default-rate', burst: 'default-burst' } as const
+
 interface DefaultFormState {
   rate?: string
   burst?: string
-  error?: string
+  errors?: readonly FieldError[]
 }
 
 /** The sub-account's current default for new keys; null: the route defaults. */
@@ -45,25 +52,27 @@ export async function defaultKeyRateLimit(context: Pick<KeyRouteContext, 'pool'>
 function defaultRateLimitPage(paths: ConsolePaths, session: ConsoleSession, area: KeyArea, current: RateLimit | null, state: DefaultFormState = {}): string {
   const rate = state.rate ?? (current === null ? '' : String(current.rate))
   const burst = state.burst ?? (current === null ? '' : String(current.burst))
+  const errors = state.errors ?? []
   return page({
     paths,
-    title: 'Default rate limit for new keys',
+    title: formTitle('Default rate limit for new keys', errors),
     session,
     crumbs: crumbs(paths, area, 'Default rate limit'),
-    body: html`<h1>Default rate limit for new keys</h1>
+    body: html`${errorSummary(errors)}<h1>Default rate limit for new keys</h1>
 <div class="panel">
   <p>Now: <strong>${current === null ? 'the route default' : rateLimitText(current)}</strong>.</p>
   <p>Every key created for this sub-account from now on gets this limit, whoever creates it; members cannot change a key’s limit, so they cannot escape it with a fresh key. Keys that exist keep their own (change each with its <strong>Rate limit</strong> page); a rolled key’s replacement keeps the old key’s.</p>
-  ${state.error !== undefined && html`<div class="alert" role="alert"><p>${state.error}</p></div>`}
   <form method="post" action="${area.keysPath}/default-rate-limit" novalidate>
-    ${csrfInput(session.csrfToken)}
+    ${csrfInput(session.csrfToken)}${formTokenInput()}
     <div class="field-row">
       <div class="field"><label for="default-rate">Requests per second</label>
-        <p class="hint">Above 0, at most ${MAX_RATE}.</p>
-        <input type="text" inputmode="decimal" id="default-rate" name="rate" value="${rate}" autocomplete="off"></div>
+        <p class="hint" id="default-rate-hint">Above 0, at most ${MAX_RATE}.</p>
+        ${fieldMessages(errors, 'default-rate')}
+        <input type="text" inputmode="decimal" id="default-rate" name="rate" value="${rate}" autocomplete="off"${fieldAttributes(errors, 'default-rate', 'default-rate-hint')}></div>
       <div class="field"><label for="default-burst">Burst</label>
-        <p class="hint">A whole number from 1 to ${MAX_BURST}.</p>
-        <input type="text" inputmode="decimal" id="default-burst" name="burst" value="${burst}" autocomplete="off"></div>
+        <p class="hint" id="default-burst-hint">A whole number from 1 to ${MAX_BURST}.</p>
+        ${fieldMessages(errors, 'default-burst')}
+        <input type="text" inputmode="decimal" id="default-burst" name="burst" value="${burst}" autocomplete="off"${fieldAttributes(errors, 'default-burst', 'default-burst-hint')}></div>
     </div>
     <div class="actions"><button type="submit" name="action" value="set">Save default</button>${
       current !== null && html`<button type="submit" name="action" value="clear" class="button-secondary">Use the route default</button>`
@@ -92,18 +101,24 @@ export function defaultRateLimitRoutes(context: KeyRouteContext): void {
     const area = await settableArea(request)
     const action = formField(request, 'action') ?? 'set'
     const form = { rate: (formField(request, 'rate') ?? '').trim(), burst: (formField(request, 'burst') ?? '').trim() }
-    const refuse = async (error: string): Promise<unknown> =>
-      sendPage(reply, 400, defaultRateLimitPage(paths, sessionOf(request), area, await defaultKeyRateLimit(context, area), { ...form, error }))
-    if (action !== 'set' && action !== 'clear') return refuse('Choose to save the default or to use the route default')
-    const limit = action === 'clear' ? null : { rate: parseDecimal(form.rate), burst: parseDecimal(form.burst) }
-    try {
-      const target = { id: area.subAccount.id, agencyId: area.agency.id }
-      await inTransaction(pool, (client) => setKeyRateLimit(client, target, limit, consoleActor(request), RATE_LIMIT_FIELDS))
-    } catch (error) {
-      if (!isFormRefusal(error)) throw error
-      return refuse(error.message)
-    }
-    request.log.info({ subAccountId: area.subAccount.id, keyRateLimit: limit }, 'console: default key rate limit changed')
-    return reply.redirect(afterChange(area, 'default-rate-limit'), 303)
+    return submitOnce(context, request, reply, async () => {
+      const refuse = async (errors: readonly FieldError[]): Promise<FormOutcome> => ({
+        kind: 'page',
+        status: 400,
+        body: defaultRateLimitPage(paths, sessionOf(request), area, await defaultKeyRateLimit(context, area), { ...form, errors }),
+      })
+      if (action !== 'set' && action !== 'clear') return refuse([{ field: 'default-rate', message: 'Choose to save the default or to use the route default' }])
+      const limit = action === 'clear' ? null : { rate: parseDecimal(form.rate), burst: parseDecimal(form.burst) }
+      try {
+        const target = { id: area.subAccount.id, agencyId: area.agency.id }
+        await inTransaction(pool, (client) => setKeyRateLimit(client, target, limit, consoleActor(request), RATE_LIMIT_FIELDS))
+      } catch (error) {
+        const errors = rateLimitErrors(error, DEFAULT_INPUTS)
+        if (errors === undefined) throw error
+        return refuse(errors)
+      }
+      request.log.info({ subAccountId: area.subAccount.id, keyRateLimit: limit }, 'console: default key rate limit changed')
+      return afterChange(area, 'default-rate-limit')
+    })
   })
 }

@@ -1,55 +1,67 @@
 /**
  * Showing a new key's plaintext exactly once, on a page reached by the
  * redirect that follows the creating POST (so a reload never creates a
- * second key), without the server keeping the plaintext anywhere.
+ * second key).
  *
- * The plaintext is encrypted (AES-256-GCM) under a fresh random key. The
- * ciphertext goes to the browser in a short-lived cookie scoped to the one
- * page that shows it; the random key goes to Postgres, bound to the session
- * and the key id. Showing the page deletes the random key in the same
- * statement that reads it, so the ciphertext is useless from then on: the
- * plaintext can be shown once, to the session that created it, and never again.
+ * The plaintext is sealed (AES-256-GCM, the key id as associated data) under
+ * a key derived (HKDF-SHA256) from the form's one-time token, and the sealed
+ * bytes wait in the form's submission row (form-once.ts). The token itself
+ * is stored nowhere on the server: the browser has it (it posted it) and gets
+ * it back in a short-lived cookie scoped to the one page that shows the key.
+ * So a repeated submission of the same form (a double click) can send the
+ * browser to the same page with the same key, and the page opens the sealed
+ * bytes once: showing it removes them, in the statement that reads them, so
+ * a reload, Back, or a later repeat of the form says it cannot be shown again.
  */
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto'
+import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto'
 import type { Pool } from '@scoped/shared/db'
+import { hashToken, isWellFormedToken } from './sessions.js'
 
+/** How long a new key waits to be shown; after that it cannot be. */
 export const REVEAL_LIFETIME_MS = 5 * 60_000
 
 const IV_LENGTH = 12
 const TAG_LENGTH = 16
 
-export async function storeReveal(pool: Pool, sessionTokenHash: string, keyId: string, plaintext: string, now: Date): Promise<string> {
-  const secret = randomBytes(32)
-  const iv = randomBytes(IV_LENGTH)
-  const cipher = createCipheriv('aes-256-gcm', secret, iv)
-  cipher.setAAD(Buffer.from(keyId))
-  const sealed = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()])
-  await pool.query(`DELETE FROM console_key_reveals WHERE expires_at <= $1`, [now])
-  await pool.query(`INSERT INTO console_key_reveals (key_id, session_token_hash, secret, expires_at) VALUES ($1, $2, $3, $4)`, [
-    keyId,
-    sessionTokenHash,
-    secret,
-    new Date(now.getTime() + REVEAL_LIFETIME_MS),
-  ])
-  return Buffer.concat([iv, cipher.getAuthTag(), sealed]).toString('base64url')
+function sealingKey(formToken: string): Buffer {
+  return Buffer.from(hkdfSync('sha256', Buffer.from(formToken, 'base64url'), Buffer.alloc(0), 'scoped console: new key display', 32))
 }
 
-/** The plaintext, the first time only; undefined when already shown, expired, of another session, or tampered with. */
-export async function takeReveal(pool: Pool, sessionTokenHash: string, keyId: string, sealed: unknown, now: Date): Promise<string | undefined> {
-  const { rows } = await pool.query<{ secret: Buffer; expires_at: Date }>(
-    `DELETE FROM console_key_reveals WHERE key_id = $1 AND session_token_hash = $2 RETURNING secret, expires_at`,
-    [keyId, sessionTokenHash],
-  )
-  const row = rows[0]
-  if (row === undefined || row.expires_at <= now || typeof sealed !== 'string') return undefined
-  const bytes = Buffer.from(sealed, 'base64url')
+export function sealKey(formToken: string, keyId: string, plaintext: string): Buffer {
+  const iv = randomBytes(IV_LENGTH)
+  const cipher = createCipheriv('aes-256-gcm', sealingKey(formToken), iv)
+  cipher.setAAD(Buffer.from(keyId))
+  const sealed = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()])
+  return Buffer.concat([iv, cipher.getAuthTag(), sealed])
+}
+
+function openKey(formToken: string, keyId: string, bytes: Buffer): string | undefined {
   if (bytes.length <= IV_LENGTH + TAG_LENGTH) return undefined
   try {
-    const decipher = createDecipheriv('aes-256-gcm', row.secret, bytes.subarray(0, IV_LENGTH))
+    const decipher = createDecipheriv('aes-256-gcm', sealingKey(formToken), bytes.subarray(0, IV_LENGTH))
     decipher.setAAD(Buffer.from(keyId))
     decipher.setAuthTag(bytes.subarray(IV_LENGTH, IV_LENGTH + TAG_LENGTH))
     return Buffer.concat([decipher.update(bytes.subarray(IV_LENGTH + TAG_LENGTH)), decipher.final()]).toString('utf8')
   } catch {
     return undefined
   }
+}
+
+/**
+ * The plaintext, the first time only; undefined when already shown, too late,
+ * of another session, or with a cookie that is not the form's token.
+ */
+export async function takeReveal(pool: Pool, sessionTokenHash: string, keyId: string, formToken: unknown, now: Date): Promise<string | undefined> {
+  if (!isWellFormedToken(formToken)) return undefined
+  const { rows } = await pool.query<{ sealed: Buffer; reveal_until: Date }>(
+    `UPDATE console_form_submissions AS s SET sealed_key = NULL
+       FROM (SELECT session_token_hash, token_hash, sealed_key, reveal_until FROM console_form_submissions
+              WHERE session_token_hash = $1 AND token_hash = $2 AND key_id = $3 AND sealed_key IS NOT NULL FOR UPDATE) AS old
+      WHERE s.session_token_hash = old.session_token_hash AND s.token_hash = old.token_hash
+      RETURNING old.sealed_key AS sealed, old.reveal_until`,
+    [sessionTokenHash, hashToken(formToken), keyId],
+  )
+  const row = rows[0]
+  if (row === undefined || row.reveal_until <= now) return undefined
+  return openKey(formToken, keyId, row.sealed)
 }

@@ -3,7 +3,7 @@
  * sub-account's keys): the area of the request, the key it names, the actor,
  * the one-time display of a new key, and where a change sends the browser.
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Pool } from '@scoped/shared/db'
 import { ApiError } from '@scoped/shared/errors'
 import { uuidOrNotFound } from '@scoped/shared/validation'
@@ -13,8 +13,7 @@ import type { CreatedKey, KeyService, KeySummary } from '../keys/key-service.js'
 import type { KeyArea } from './access.js'
 import { requireManage } from './access.js'
 import { sessionOf } from './authenticate.js'
-import { cookieOptions, REVEAL_COOKIE } from './cookies.js'
-import { REVEAL_LIFETIME_MS, storeReveal } from './key-reveal.js'
+import type { FormOutcome } from './form-once.js'
 import type { Notice } from './key-views.js'
 import type { ConsolePaths } from './paths.js'
 
@@ -36,14 +35,14 @@ export interface KeyRouteContext extends KeyRoutesOptions {
   areaOf(request: FastifyRequest<{ Params: TenantParams }>): Promise<KeyArea>
   /** A key of the area that the user may change, or a 403 / 404 page. */
   manageableKey(area: KeyArea, params: KeyParams): Promise<KeySummary>
-  /** Stores the one-time display of a new key for this session and answers the redirect to it. */
-  reveal(request: FastifyRequest, reply: FastifyReply, area: KeyArea, created: CreatedKey, unconfirmed?: boolean): Promise<FastifyReply>
+  /** The outcome of a form that made a key: the redirect to its one-time display (form-once.ts seals the key for it). */
+  reveal(area: KeyArea, created: CreatedKey, unconfirmed?: boolean): FormOutcome
 }
 
 export type AreaResolver = (pool: Pool, paths: ConsolePaths, userId: string, tenantId: string) => Promise<KeyArea>
 
 export function keyRouteContext(app: FastifyInstance, options: KeyRoutesOptions, path: string, resolve: AreaResolver): KeyRouteContext {
-  const { pool, keys, now, paths } = options
+  const { pool, keys, paths } = options
   return {
     ...options,
     app,
@@ -55,11 +54,9 @@ export function keyRouteContext(app: FastifyInstance, options: KeyRoutesOptions,
       if (key === undefined) throw new ApiError('keyNotFound')
       return key
     },
-    async reveal(request, reply, area, created, unconfirmed = false) {
-      const sealed = await storeReveal(pool, sessionOf(request).tokenHash, created.id, created.key, now())
+    reveal(area, created, unconfirmed = false) {
       const revealPath = `${area.keysPath}/${created.id}/created`
-      reply.setCookie(REVEAL_COOKIE, sealed, cookieOptions(revealPath, REVEAL_LIFETIME_MS / 1000))
-      return reply.redirect(unconfirmed ? `${revealPath}?unconfirmed=1` : revealPath, 303)
+      return { kind: 'redirect', location: unconfirmed ? `${revealPath}?unconfirmed=1` : revealPath, reveal: { keyId: created.id, plaintext: created.key } }
     },
   }
 }
@@ -82,6 +79,6 @@ export function noticeOf(query: unknown): { notice?: Notice; unconfirmed: boolea
 }
 
 /** Reached only once every replica confirmed: an unconfirmed change throws a 503 page instead. */
-export function afterChange(area: KeyArea, notice: Notice): string {
-  return `${area.keysPath}?notice=${notice}`
+export function afterChange(area: KeyArea, notice: Notice): FormOutcome {
+  return { kind: 'redirect', location: `${area.keysPath}?notice=${notice}` }
 }

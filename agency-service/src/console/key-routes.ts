@@ -8,6 +8,9 @@
  *
  *   GET  …/keys                    the list and the create form (name, expiry, allowed addresses)
  *   POST …/keys                    create, then redirect to the one-time display
+ *
+ * Every POST goes through submitOnce (form-once.ts): a repeated submission of
+ * the same form is answered with the first one's result, never a second change.
  *   GET  …/keys/:keyId/created     the plaintext, once
  *   GET  …/keys/:keyId/roll        the grace presets;  POST: roll, then redirect to the new key's one-time display
  *   GET  …/keys/:keyId/addresses   the allowlist;      POST: change it, then redirect to the list
@@ -17,7 +20,7 @@
  *
  * The list, creation and the one-time display are here; the changes of a key in key-change-routes.ts.
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { ApiError, isApiError } from '@scoped/shared/errors'
 import type { CreatedKey } from '../keys/key-service.js'
 import { agencyKeyArea, requireManage, subAccountKeyArea } from './access.js'
@@ -28,12 +31,16 @@ import { FORM_BODY_LIMIT, formField } from './csrf.js'
 import { sendPage } from './error-page.js'
 import { addressRoutes, endRoutes, rateLimitRoutes, rollRoutes } from './key-change-routes.js'
 import { defaultKeyRateLimit, defaultRateLimitRoutes } from './key-default-routes.js'
-import { CREATE_FIELDS, cidrsFromForm, createFieldOf, expiryFromForm } from './key-forms.js'
+import { FormRefusal } from './form-errors.js'
+import type { FormOutcome } from './form-once.js'
+import { submitOnce } from './form-once.js'
+import type { CreateFormState, ReplacedKey } from './key-form-views.js'
+import { createdKeyPage, KEY_LIMIT_HINT } from './key-form-views.js'
+import { CREATE_FIELDS, createInputFromForm, createInputOf } from './key-forms.js'
 import { takeReveal } from './key-reveal.js'
 import type { AreaResolver, KeyParams, KeyRouteContext, KeyRoutesOptions, TenantParams } from './key-route-context.js'
 import { consoleActor, keyIdOf, keyRouteContext, noticeOf } from './key-route-context.js'
-import type { CreateFormState, ReplacedKey } from './key-views.js'
-import { createdKeyPage, KEY_LIMIT_HINT, keysPage } from './key-views.js'
+import { keysPage } from './key-views.js'
 import { consoleRoutes } from './paths.js'
 
 export type { KeyRoutesOptions } from './key-route-context.js'
@@ -77,45 +84,35 @@ function listRoutes(context: KeyRouteContext): void {
       expiresOn: formField(request, 'expiresOn') ?? '',
       allowedCidrs: formField(request, 'allowedCidrs') ?? '',
     }
-    let created: CreatedKey
-    try {
-      created = await createFromForm(context, request, area, form)
-    } catch (error) {
-      return refuseCreation(context, request, reply, area, form, error)
-    }
-    request.log.info({ keyId: created.id, scope: created.scope }, 'console: key created')
-    if (created.unconfirmed !== undefined) request.log.warn({ keyId: created.id }, created.unconfirmed)
-    return context.reveal(request, reply, area, created, created.unconfirmed !== undefined)
+    return submitOnce(context, request, reply, async () => {
+      let created: CreatedKey
+      try {
+        const input = createInputFromForm(form, keys.now())
+        created = await keys.create(area.owner, input.name, consoleActor(request), {
+          expiresAt: input.expiresAt,
+          allowedCidrs: input.allowedCidrs,
+          fields: CREATE_FIELDS,
+        })
+      } catch (error) {
+        return refuseCreation(context, request, area, form, error)
+      }
+      request.log.info({ keyId: created.id, scope: created.scope }, 'console: key created')
+      if (created.unconfirmed !== undefined) request.log.warn({ keyId: created.id }, created.unconfirmed)
+      return context.reveal(area, created, created.unconfirmed !== undefined)
+    })
   })
 }
 
-async function createFromForm(context: KeyRouteContext, request: FastifyRequest, area: KeyArea, form: CreateFormState): Promise<CreatedKey> {
-  const { keys } = context
-  const expiresAt = expiryFromForm(form.expires, form.expiresOn, keys.now())
-  return keys.create(area.owner, formField(request, 'name'), consoleActor(request), {
-    expiresAt,
-    allowedCidrs: cidrsFromForm(form.allowedCidrs),
-    fields: CREATE_FIELDS,
-  })
-}
-
-/** The list again, with the form as it was sent and the refusal beside the field it is about; anything else is thrown on. */
-async function refuseCreation(
-  context: KeyRouteContext,
-  request: FastifyRequest,
-  reply: FastifyReply,
-  area: KeyArea,
-  form: CreateFormState,
-  error: unknown,
-): Promise<FastifyReply> {
-  const field = createFieldOf(error)
+/** The list again, with the form as it was sent and every problem on the field it is about; anything else is thrown on. */
+async function refuseCreation(context: KeyRouteContext, request: FastifyRequest, area: KeyArea, form: CreateFormState, error: unknown): Promise<FormOutcome> {
+  const field = createInputOf(error)
   if (field === undefined) throw error
   const limit = isApiError(error) && error.code === 'keyLimitReached'
-  const message = limit ? `${error.message}. ${KEY_LIMIT_HINT}` : (error as Error).message
+  const errors =
+    error instanceof FormRefusal ? error.errors : [{ field, message: limit ? `${(error as Error).message}. ${KEY_LIMIT_HINT}` : (error as Error).message }]
   const list = await context.keys.list(area.owner)
   const status = isApiError(error) ? error.statusCode : 400
-  const page = keysPage({ paths: context.paths, session: sessionOf(request), area, keys: list, form: { ...form, error: message, errorField: field } })
-  return sendPage(reply, status, page)
+  return { kind: 'page', status, body: keysPage({ paths: context.paths, session: sessionOf(request), area, keys: list, form: { ...form, errors } }) }
 }
 
 /** The plaintext of a new key, once (then 410), and for a roll what became of the key it replaced. */

@@ -1,16 +1,18 @@
 /**
- * The key pages: the list with its create form (name, expiry, allowlist), the
- * one-time display of a new key, the roll page (grace presets), the
- * addresses page (the allowlist, changed later), the rate-limit page (the
- * key's own limit, or the route default), and the revoke and delete
- * confirmations.
+ * The key pages: the list with its create form (the form itself, the
+ * one-time display, the roll and addresses pages: key-form-views.ts), the
+ * rate-limit page (the key's own limit, or the route default), and the
+ * revoke and delete confirmations.
  */
-import { MAX_ALLOWED_CIDRS } from '@scoped/shared/ip-address'
 import type { RateLimit } from '@scoped/shared/rate-limit'
 import { MAX_BURST, MAX_RATE } from '@scoped/shared/rate-limit'
-import { ACTIVE_KEY_LIMIT, KEY_NAME_MAX_LENGTH } from '../keys/key-service.js'
 import type { KeySummary } from '../keys/key-service.js'
 import type { KeyArea } from './access.js'
+import type { FieldError } from './form-errors.js'
+import { errorSummary, fieldAttributes, fieldMessages, formTitle } from './form-errors.js'
+import { formTokenInput } from './form-token.js'
+import type { CreateFormState } from './key-form-views.js'
+import { createForm } from './key-form-views.js'
 import type { SafeHtml } from './html.js'
 import { html } from './html.js'
 import type { Crumb } from './layout.js'
@@ -18,32 +20,10 @@ import { csrfInput, page } from './layout.js'
 import type { ConsolePaths } from './paths.js'
 import type { ConsoleSession } from './sessions.js'
 
-export const KEY_LIMIT_HINT = 'Revoke a key that is no longer used before creating another.'
-
 export type KeyAction = 'revoke' | 'delete'
 
 /** What the list page says after a redirect; a closed vocabulary read from the query string. */
 export type Notice = 'revoked' | 'deleted' | 'addresses' | 'rate-limit' | 'default-rate-limit'
-
-/** The expiry presets of the create form, in seconds (`date`: the date field instead). */
-export const EXPIRY_PRESETS = [
-  { value: 'never', label: 'Never', seconds: null },
-  { value: '7d', label: 'In 7 days', seconds: 7 * 86_400 },
-  { value: '30d', label: 'In 30 days', seconds: 30 * 86_400 },
-  { value: '90d', label: 'In 90 days', seconds: 90 * 86_400 },
-  { value: '365d', label: 'In 1 year', seconds: 365 * 86_400 },
-  { value: 'date', label: 'On the date given', seconds: null },
-] as const
-
-/** The grace presets of a roll (at most 30 days, the service's bound). */
-export const GRACE_PRESETS = [
-  { value: '0', label: 'End the old key now' },
-  { value: '3600', label: 'Keep the old key working for 1 hour' },
-  { value: '86400', label: 'Keep the old key working for 24 hours' },
-  { value: '604800', label: 'Keep the old key working for 7 days' },
-] as const
-export type GracePreset = (typeof GRACE_PRESETS)[number]['value']
-export const DEFAULT_GRACE: GracePreset = '86400'
 
 function settingsName(area: KeyArea): string {
   return area.subAccount === null ? 'Agency settings' : 'Sub-account settings'
@@ -143,86 +123,6 @@ function keyTable(area: KeyArea, keys: readonly KeySummary[]): SafeHtml {
 </div>`
 }
 
-/** Which field of the create form an error is about. */
-export type CreateField = 'name' | 'expires' | 'allowedCidrs'
-
-export interface CreateFormState {
-  name?: string
-  expires?: string
-  expiresOn?: string
-  allowedCidrs?: string
-  error?: string
-  /** The field the error is about (the name, unless said otherwise). */
-  errorField?: CreateField
-}
-
-function fieldError(state: CreateFormState, field: CreateField, id: string): SafeHtml | undefined {
-  if (state.error === undefined || (state.errorField ?? 'name') !== field) return undefined
-  return html`<p class="field-error" id="${id}" role="alert">${state.error}</p>`
-}
-
-function invalidIf(state: CreateFormState, field: CreateField): SafeHtml | string {
-  return state.error !== undefined && (state.errorField ?? 'name') === field ? html` aria-invalid="true"` : ''
-}
-
-function describedBy(state: CreateFormState, field: CreateField, hint: string, error: string): string {
-  return state.error !== undefined && (state.errorField ?? 'name') === field ? `${hint} ${error}` : hint
-}
-
-function createForm(area: KeyArea, session: ConsoleSession, activeCount: number, state: CreateFormState): SafeHtml {
-  if (!area.canManage) {
-    return html`<div class="warning"><p>Only agency owners and admins can create, revoke or delete agency API keys.</p></div>`
-  }
-  const atLimit = activeCount >= ACTIVE_KEY_LIMIT
-  const expires = state.expires ?? 'never'
-  return html`<section aria-labelledby="create-heading">
-<h2 id="create-heading">Create a key</h2>
-${atLimit && state.error === undefined && html`<div class="warning"><p>Active API key limit reached for this scope. ${KEY_LIMIT_HINT}</p></div>`}
-<form method="post" action="${area.keysPath}" class="panel" novalidate>
-  ${csrfInput(session.csrfToken)}
-  <div class="field">
-    <label for="key-name">Key name</label>
-    <p class="hint" id="key-name-hint">Say what will use the key, for example “billing sync”. At most ${KEY_NAME_MAX_LENGTH} characters.</p>
-    <input type="text" id="key-name" name="name" required maxlength="${KEY_NAME_MAX_LENGTH}" autocomplete="off" value="${state.name ?? ''}" aria-describedby="${describedBy(
-      state,
-      'name',
-      'key-name-hint',
-      'key-name-error',
-    )}"${invalidIf(state, 'name')}>
-    ${fieldError(state, 'name', 'key-name-error')}
-  </div>
-  <div class="field-row">
-    <div class="field">
-      <label for="key-expires">Expires</label>
-      <p class="hint" id="key-expires-hint">From that moment the key gets 401 on every request. It cannot be extended later.</p>
-      <select id="key-expires" name="expires" aria-describedby="${describedBy(state, 'expires', 'key-expires-hint', 'key-expires-error')}"${invalidIf(state, 'expires')}>
-        ${EXPIRY_PRESETS.map((preset) => html`<option value="${preset.value}"${preset.value === expires ? ' selected' : ''}>${preset.label}</option>`)}
-      </select>
-    </div>
-    <div class="field">
-      <label for="key-expires-on">Expiry date and time (UTC)</label>
-      <p class="hint" id="key-expires-on-hint">Used when Expires is “On the date given”.</p>
-      <input type="datetime-local" id="key-expires-on" name="expiresOn" value="${state.expiresOn ?? ''}" aria-describedby="key-expires-on-hint">
-    </div>
-  </div>
-  ${fieldError(state, 'expires', 'key-expires-error')}
-  <div class="field">
-    <label for="key-cidrs">Allowed addresses</label>
-    <p class="hint" id="key-cidrs-hint">IPv4 or IPv6 addresses or CIDR blocks (such as 203.0.113.0/24 or 2001:db8::/32), one per line, at most ${MAX_ALLOWED_CIDRS}. Leave empty to allow any address.</p>
-    <textarea id="key-cidrs" name="allowedCidrs" rows="3" spellcheck="false" autocomplete="off" aria-describedby="${describedBy(
-      state,
-      'allowedCidrs',
-      'key-cidrs-hint',
-      'key-cidrs-error',
-    )}"${invalidIf(state, 'allowedCidrs')}>${state.allowedCidrs ?? ''}</textarea>
-    ${fieldError(state, 'allowedCidrs', 'key-cidrs-error')}
-  </div>
-  <button type="submit">Create key</button>
-</form>
-<p class="hint">${activeCount} of ${ACTIVE_KEY_LIMIT} active keys in use. A rolled key in its grace period does not count.</p>
-</section>`
-}
-
 const noticeText: Record<Notice, string> = {
   revoked: 'The key was revoked. It no longer authenticates any request.',
   deleted: 'The key was deleted, with its record.',
@@ -253,10 +153,10 @@ export function keysPage(options: KeysPageOptions): string {
       : html`Sub-account keys reach the resource endpoints (<code>/v1/agents</code>, <code>/v1/contacts</code>, <code>/v1/calls</code>) of ${tenantName(area)}.`
   return page({
     paths,
-    title: `API keys · ${area.subAccount?.name ?? area.agency.name}`,
+    title: formTitle(`API keys · ${area.subAccount?.name ?? area.agency.name}`, options.form?.errors ?? []),
     session,
     crumbs: crumbs(paths, area),
-    body: html`<h1>API keys</h1>
+    body: html`${errorSummary(options.form?.errors ?? [])}<h1>API keys</h1>
 <p class="lede">${settingsName(area)}. ${scopeHelp}</p>
 ${settingsTabs(area, 'keys')}
 ${
@@ -280,61 +180,7 @@ function defaultRateLimitLine(area: KeyArea, limit: RateLimit | null | undefined
   }</p>`
 }
 
-/** What the created-key page says about the key a roll replaced. */
-export interface ReplacedKey {
-  name: string
-  hint: string
-  /** When the old key stops working; at or before now: it already has. */
-  expiresAt: string | null
-  ended: boolean
-  /** Not every gateway replica confirmed dropping what it cached about the old key. */
-  unconfirmed?: boolean
-}
-
-export function createdKeyPage(
-  paths: ConsolePaths,
-  session: ConsoleSession,
-  area: KeyArea,
-  key: KeySummary,
-  plaintext: string | undefined,
-  replaced?: ReplacedKey,
-): string {
-  const rollNote =
-    replaced !== undefined &&
-    html`<div class="notice" role="status"><p>This key replaces “${replaced.name}” <span class="hint-code">${replaced.hint}</span>. ${
-      replaced.ended ? html`The old key has stopped working.` : html`The old key keeps working until ${formatTime(replaced.expiresAt, '—')}, then gets 401.`
-    }</p>${
-      replaced.unconfirmed === true &&
-      html`<p>Not every gateway replica confirmed the change in time; check the gateways’ health. Every replica refuses the old key within a second of its end all the same.</p>`
-    }</div>`
-  const expiry = key.expiresAt !== null && html`<p>This key expires at ${formatTime(key.expiresAt, '—')}.</p>`
-  const body =
-    plaintext === undefined
-      ? html`<h1>Key created</h1>
-<div class="warning" role="alert"><p>The key “${key.name}” was created, and its plaintext has already been shown once: it cannot be shown again.
-If you did not copy it, revoke the key and create a new one.</p></div>
-<p class="actions"><a class="button" href="${area.keysPath}">Back to API keys</a></p>`
-      : html`<h1>Key created</h1>
-${rollNote}
-<div class="warning" role="alert">
-  <p><strong>Copy this key now. It will not be shown again.</strong></p>
-  <p>Keep it on your servers, out of source control and out of client code. If it is lost, revoke it and create a new one.</p>
-</div>
-<div class="field">
-  <label for="new-key">API key “${key.name}” (${key.scope})</label>
-  <div class="key-box">
-    <input type="text" id="new-key" readonly value="${plaintext}" spellcheck="false" autocomplete="off" aria-describedby="copy-status">
-    <button type="button" class="button-secondary" data-copy-target="new-key" data-copy-status="copy-status" hidden>Copy</button>
-  </div>
-  <p id="copy-status" class="hint" role="status" aria-live="polite"></p>
-</div>
-${expiry}
-${key.allowedCidrs.length > 0 && html`<p>It can be used only from ${key.allowedCidrs.map((cidr, index) => html`${index > 0 ? ', ' : ''}<code>${cidr}</code>`)}.</p>`}
-<p class="actions"><a class="button" href="${area.keysPath}">Done: back to API keys</a></p>`
-  return page({ paths, title: 'Key created', session, crumbs: crumbs(paths, area, 'Key created'), body })
-}
-
-function keyLine(key: KeySummary): SafeHtml {
+export function keyLine(key: KeySummary): SafeHtml {
   return html`<p>Key: <strong>${key.name}</strong> <span class="hint-code">${key.hint}</span> (${key.scope}, ${key.status})</p>`
 }
 
@@ -365,108 +211,41 @@ export function confirmPage(paths: ConsolePaths, session: ConsoleSession, area: 
   ${keyLine(key)}
   <p>${text.explain}</p>
   <form method="post" action="${area.keysPath}/${key.id}/${action}">
-    ${csrfInput(session.csrfToken)}
+    ${csrfInput(session.csrfToken)}${formTokenInput()}
     <div class="actions"><button type="submit" class="button-danger">${text.button}</button><a href="${area.keysPath}">Cancel</a></div>
   </form>
 </div>`,
   })
 }
 
-export function rollPage(paths: ConsolePaths, session: ConsoleSession, area: KeyArea, key: KeySummary, error?: string, chosen: string = DEFAULT_GRACE): string {
-  return page({
-    paths,
-    title: 'Roll API key?',
-    session,
-    crumbs: crumbs(paths, area, 'Roll'),
-    body: html`<h1>Roll API key?</h1>
-<div class="panel">
-  ${keyLine(key)}
-  <p>Rolling creates a new key with the same name, scope${key.allowedCidrs.length > 0 ? ', allowed addresses' : ''} and tenant, and shows it once; the new key does not expire. The old key keeps working for the grace period you choose (never past its own expiry), so you can move your traffic, then gets 401 on every gateway at that moment. During its grace period the old key does not count toward the limit of ${ACTIVE_KEY_LIMIT} and cannot be rolled again.</p>
-  ${error !== undefined && html`<div class="alert" role="alert"><p>${error}</p></div>`}
-  <form method="post" action="${area.keysPath}/${key.id}/roll">
-    ${csrfInput(session.csrfToken)}
-    <fieldset>
-      <legend>Grace period for the old key</legend>
-      ${GRACE_PRESETS.map(
-        (preset) =>
-          html`<div class="choice"><input type="radio" id="grace-${preset.value}" name="grace" value="${preset.value}"${preset.value === chosen ? ' checked' : ''}><label for="grace-${preset.value}">${preset.label}</label></div>`,
-      )}
-    </fieldset>
-    <div class="actions"><button type="submit">Roll key</button><a href="${area.keysPath}">Cancel</a></div>
-  </form>
-</div>`,
-  })
-}
-
-export function addressesPage(
-  paths: ConsolePaths,
-  session: ConsoleSession,
-  area: KeyArea,
-  key: KeySummary,
-  state: { value?: string; error?: string } = {},
-): string {
-  const value = state.value ?? key.allowedCidrs.join('\n')
-  return page({
-    paths,
-    title: 'Allowed addresses',
-    session,
-    crumbs: crumbs(paths, area, 'Allowed addresses'),
-    body: html`<h1>Allowed addresses</h1>
-<div class="panel">
-  ${keyLine(key)}
-  <form method="post" action="${area.keysPath}/${key.id}/addresses" novalidate>
-    ${csrfInput(session.csrfToken)}
-    <div class="field">
-      <label for="key-cidrs">Allowed addresses</label>
-      <p class="hint" id="key-cidrs-hint">IPv4 or IPv6 addresses or CIDR blocks, one per line, at most ${MAX_ALLOWED_CIDRS}. Leave empty to allow any address. A request from any other address gets 403, on every gateway, from the next request on.</p>
-      <textarea id="key-cidrs" name="allowedCidrs" rows="5" spellcheck="false" autocomplete="off" aria-describedby="${
-        state.error === undefined ? 'key-cidrs-hint' : 'key-cidrs-hint key-cidrs-error'
-      }"${state.error !== undefined ? html` aria-invalid="true"` : ''}>${value}</textarea>
-      ${state.error !== undefined && html`<p class="field-error" id="key-cidrs-error" role="alert">${state.error}</p>`}
-    </div>
-    <div class="actions"><button type="submit">Save addresses</button><a href="${area.keysPath}">Cancel</a></div>
-  </form>
-</div>`,
-  })
-}
-
-/** Which field of the rate-limit form an error is about. */
-export type RateLimitField = 'rate' | 'burst'
-
 export interface RateLimitFormState {
   rate?: string
   burst?: string
-  error?: string
-  errorField?: RateLimitField
+  errors?: readonly FieldError[]
 }
 
 export function rateLimitPage(paths: ConsolePaths, session: ConsoleSession, area: KeyArea, key: KeySummary, state: RateLimitFormState = {}): string {
   const rate = state.rate ?? (key.rateLimit === null ? '' : String(key.rateLimit.rate))
   const burst = state.burst ?? (key.rateLimit === null ? '' : String(key.rateLimit.burst))
-  const field = (name: RateLimitField, label: string, hint: string, value: string): SafeHtml => {
-    const wrong = state.error !== undefined && state.errorField === name
-    return html`<div class="field">
+  const errors = state.errors ?? []
+  const field = (name: 'rate' | 'burst', label: string, hint: string, value: string): SafeHtml => html`<div class="field">
       <label for="key-${name}">${label}</label>
       <p class="hint" id="key-${name}-hint">${hint}</p>
-      <input type="text" inputmode="decimal" id="key-${name}" name="${name}" value="${value}" autocomplete="off" aria-describedby="${
-        wrong ? `key-${name}-hint key-${name}-error` : `key-${name}-hint`
-      }"${wrong ? html` aria-invalid="true"` : ''}>
-      ${wrong && html`<p class="field-error" id="key-${name}-error" role="alert">${state.error}</p>`}
+      ${fieldMessages(errors, `key-${name}`)}
+      <input type="text" inputmode="decimal" id="key-${name}" name="${name}" value="${value}" autocomplete="off"${fieldAttributes(errors, `key-${name}`, `key-${name}-hint`)}>
     </div>`
-  }
   return page({
     paths,
-    title: 'Rate limit',
+    title: formTitle('Rate limit', errors),
     session,
     crumbs: crumbs(paths, area, 'Rate limit'),
-    body: html`<h1>Rate limit</h1>
+    body: html`${errorSummary(errors)}<h1>Rate limit</h1>
 <div class="panel">
   ${keyLine(key)}
   <p>Now: <strong>${key.rateLimit === null ? 'the route default' : rateLimitText(key.rateLimit)}</strong>.</p>
   <p>The route default is the per-key limit the gateway operator set for each route. A limit of the key’s own replaces it on every route this key reaches, each route counted on its own; the limits on all of the tenant's keys together stay the operator's. A request over the limit gets 429, on every gateway, from the next request on.</p>
-  ${state.error !== undefined && state.errorField === undefined && html`<div class="alert" role="alert"><p>${state.error}</p></div>`}
   <form method="post" action="${area.keysPath}/${key.id}/rate-limit" novalidate>
-    ${csrfInput(session.csrfToken)}
+    ${csrfInput(session.csrfToken)}${formTokenInput()}
     <div class="field-row">
       ${field('rate', 'Requests per second', `Tokens added to the key’s bucket each second: above 0 (0.5 is one every 2 seconds), at most ${MAX_RATE}.`, rate)}
       ${field('burst', 'Burst', `The most requests the key may send at once: a whole number from 1 to ${MAX_BURST}.`, burst)}

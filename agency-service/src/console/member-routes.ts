@@ -29,6 +29,7 @@ import { agencyKeyArea, requireMemberManager } from './access.js'
 import { sessionOf } from './authenticate.js'
 import { FORM_BODY_LIMIT } from './csrf.js'
 import { sendPage } from './error-page.js'
+import { submitOnce } from './form-once.js'
 import type { MemberAction, MemberNotice } from './member-views.js'
 import { memberConfirmPage, memberNotices, membersPage } from './member-views.js'
 import type { ConsolePaths } from './paths.js'
@@ -50,6 +51,7 @@ function noticeOf(query: unknown): MemberNotice | undefined {
 
 interface MemberRouteContext {
   pool: Pool
+  now: () => Date
   paths: ConsolePaths
   users: UserService
   memberships: MembershipService
@@ -59,9 +61,9 @@ interface MemberRouteContext {
 const base = consoleRoutes.agencyMembers
 const subAccountPath = `${base}/:userId/sub-accounts/:subAccountId/remove`
 
-export async function memberRoutes(app: FastifyInstance, options: { pool: Pool; paths: ConsolePaths }): Promise<void> {
-  const { pool, paths } = options
-  const context = { pool, paths, users: new UserService(pool), memberships: new MembershipService(pool), members: new MemberStore(pool) }
+export async function memberRoutes(app: FastifyInstance, options: { pool: Pool; now: () => Date; paths: ConsolePaths }): Promise<void> {
+  const { pool, now, paths } = options
+  const context = { pool, now, paths, users: new UserService(pool), memberships: new MembershipService(pool), members: new MemberStore(pool) }
 
   app.get<{ Params: TenantParams }>(base, async (request, reply) => {
     const { area, membersPath } = await managed(context, request)
@@ -116,10 +118,12 @@ function removeRoutes(app: FastifyInstance, context: MemberRouteContext): void {
 
   app.post<{ Params: MemberParams }>(`${base}/:userId/remove`, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
     const { area, membersPath } = await managed(context, request)
-    const member = await otherMember(context, request, area)
-    await memberships.removeMember(area.agency.id, member.id, undefined, userActor(sessionOf(request).userId, request.ip))
-    request.log.info({ userId: member.id, agencyId: area.agency.id }, 'console: membership removed')
-    return reply.redirect(`${membersPath}?notice=removed`, 303)
+    return submitOnce(context, request, reply, async () => {
+      const member = await otherMember(context, request, area)
+      await memberships.removeMember(area.agency.id, member.id, undefined, userActor(sessionOf(request).userId, request.ip))
+      request.log.info({ userId: member.id, agencyId: area.agency.id }, 'console: membership removed')
+      return { kind: 'redirect', location: `${membersPath}?notice=removed` }
+    })
   })
 
   app.get<{ Params: SubAccountMemberParams }>(subAccountPath, async (request, reply) =>
@@ -128,11 +132,13 @@ function removeRoutes(app: FastifyInstance, context: MemberRouteContext): void {
 
   app.post<{ Params: SubAccountMemberParams }>(subAccountPath, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
     const { area, membersPath } = await managed(context, request)
-    const member = await otherMember(context, request, area)
-    const subAccount = subAccountOf(request, member)
-    await memberships.removeMember(area.agency.id, member.id, subAccount.id, userActor(sessionOf(request).userId, request.ip))
-    request.log.info({ userId: member.id, subAccountId: subAccount.id }, 'console: sub-account membership removed')
-    return reply.redirect(`${membersPath}?notice=sub-account-removed`, 303)
+    return submitOnce(context, request, reply, async () => {
+      const member = await otherMember(context, request, area)
+      const subAccount = subAccountOf(request, member)
+      await memberships.removeMember(area.agency.id, member.id, subAccount.id, userActor(sessionOf(request).userId, request.ip))
+      request.log.info({ userId: member.id, subAccountId: subAccount.id }, 'console: sub-account membership removed')
+      return { kind: 'redirect', location: `${membersPath}?notice=sub-account-removed` }
+    })
   })
 }
 
@@ -148,9 +154,11 @@ function disableRoutes(app: FastifyInstance, context: MemberRouteContext): void 
 
   app.post<{ Params: MemberParams }>(`${base}/:userId/disable`, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
     const { area, membersPath } = await managed(context, request)
-    const member = await otherMember(context, request, area)
-    await context.users.disableMember(area.agency.id, member.id, userActor(sessionOf(request).userId, request.ip))
-    request.log.info({ userId: member.id, agencyId: area.agency.id }, 'console: user disabled')
-    return reply.redirect(`${membersPath}?notice=disabled`, 303)
+    return submitOnce(context, request, reply, async () => {
+      const member = await otherMember(context, request, area)
+      await context.users.disableMember(area.agency.id, member.id, userActor(sessionOf(request).userId, request.ip))
+      request.log.info({ userId: member.id, agencyId: area.agency.id }, 'console: user disabled')
+      return { kind: 'redirect', location: `${membersPath}?notice=disabled` }
+    })
   })
 }

@@ -7,6 +7,7 @@ import type { AgencyMember } from '../users/members.js'
 import type { KeyArea } from './access.js'
 import type { SafeHtml } from './html.js'
 import { html } from './html.js'
+import { formTokenInput } from './form-token.js'
 import { csrfInput, page } from './layout.js'
 import type { ConsolePaths } from './paths.js'
 import type { ConsoleSession } from './sessions.js'
@@ -147,7 +148,7 @@ export function memberConfirmPage(
 <div class="panel">
   <p>${text.explain}</p>
   <form method="post" action="${memberPath(membersPath, member, text.path)}">
-    ${csrfInput(session.csrfToken)}
+    ${csrfInput(session.csrfToken)}${formTokenInput()}
     <div class="actions"><button type="submit" class="button-danger">${text.button}</button><a href="${membersPath}">Cancel</a></div>
   </form>
 </div>`,
