@@ -6,6 +6,8 @@ import { readAudienceSecrets, readConsoleDeviceSecret } from '@scoped/shared/sec
 import { readBackendTls } from '@scoped/shared/backend-server'
 import type { BackendTls } from '@scoped/shared/backend-server'
 import { AGENCY_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
+import type { PermissionCatalog } from './keys/permission-catalog.js'
+import { readPermissionCatalog } from './keys/permission-catalog.js'
 
 export interface AgencyServiceConfig {
   host: string
@@ -26,6 +28,8 @@ export interface AgencyServiceConfig {
   /** AGENCY_SERVICE_TLS_CERT_FILE / AGENCY_SERVICE_TLS_KEY_FILE: listen with TLS; plain HTTP when unset. */
   tls: BackendTls | undefined
   logLevel: LogLevel
+  /** The permission names keys may be given: those of the gateway's routes file (ROUTES_FILE, deploy/routes.yaml by default). */
+  permissions: PermissionCatalog
 }
 
 export function readAgencyServiceConfig(env: Env): Readonly<AgencyServiceConfig> {
@@ -40,5 +44,6 @@ export function readAgencyServiceConfig(env: Env): Readonly<AgencyServiceConfig>
     consoleDeviceSecret: readConsoleDeviceSecret(env),
     tls: readBackendTls(env, 'AGENCY_SERVICE'),
     logLevel: readLogLevel(env),
+    permissions: readPermissionCatalog(env),
   })
 }
