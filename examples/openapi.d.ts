@@ -11,7 +11,7 @@ export interface paths {
     }
     /**
      * Get the agency
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `agency:read`.
      */
     get: operations['getAgency']
     put?: never
@@ -31,7 +31,7 @@ export interface paths {
     }
     /**
      * List audit-events
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `agency:read`.
      */
     get: operations['listAgencyAuditEvents']
     put?: never
@@ -51,13 +51,13 @@ export interface paths {
     }
     /**
      * List sub-accounts
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `sub-accounts:read`.
      */
     get: operations['listAgencySubAccounts']
     put?: never
     /**
      * Create a sub-account
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `sub-accounts:write`.
      */
     post: operations['createAgencySubAccount']
     delete?: never
@@ -75,21 +75,21 @@ export interface paths {
     }
     /**
      * Get a sub-account
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `sub-accounts:read`.
      */
     get: operations['getAgencySubAccount']
     put?: never
     post?: never
     /**
      * Delete a sub-account
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `sub-accounts:write`.
      */
     delete: operations['deleteAgencySubAccount']
     options?: never
     head?: never
     /**
      * Update a sub-account
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `sub-accounts:write`.
      */
     patch: operations['updateAgencySubAccount']
     trace?: never
@@ -103,13 +103,13 @@ export interface paths {
     }
     /**
      * List keys
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `sub-accounts:read`.
      */
     get: operations['listAgencySubAccountKeys']
     put?: never
     /**
      * Create a key
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `sub-accounts:write`.
      */
     post: operations['createAgencySubAccountKey']
     delete?: never
@@ -127,21 +127,21 @@ export interface paths {
     }
     /**
      * Get a key
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `sub-accounts:read`.
      */
     get: operations['getAgencySubAccountKey']
     put?: never
     post?: never
     /**
      * Delete a key
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `sub-accounts:write`.
      */
     delete: operations['deleteAgencySubAccountKey']
     options?: never
     head?: never
     /**
      * Update a key
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `sub-accounts:write`.
      */
     patch: operations['updateAgencySubAccountKey']
     trace?: never
@@ -157,7 +157,7 @@ export interface paths {
     put?: never
     /**
      * Revoke a key
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `sub-accounts:write`.
      */
     post: operations['revokeAgencySubAccountKey']
     delete?: never
@@ -177,7 +177,7 @@ export interface paths {
     put?: never
     /**
      * Roll a key
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `sub-accounts:write`.
      */
     post: operations['rollAgencySubAccountKey']
     delete?: never
@@ -307,13 +307,13 @@ export interface paths {
     }
     /**
      * List agents
-     * @description Needs a key of scope `SUB-ACCOUNT`.
+     * @description Needs a key of scope `SUB-ACCOUNT`; a restricted key needs the permission `agents:read`.
      */
     get: operations['listAgents']
     put?: never
     /**
      * Create an agent
-     * @description Needs a key of scope `SUB-ACCOUNT`.
+     * @description Needs a key of scope `SUB-ACCOUNT`; a restricted key needs the permission `agents:write`.
      */
     post: operations['createAgent']
     delete?: never
@@ -331,21 +331,21 @@ export interface paths {
     }
     /**
      * Get an agent
-     * @description Needs a key of scope `SUB-ACCOUNT`.
+     * @description Needs a key of scope `SUB-ACCOUNT`; a restricted key needs the permission `agents:read`.
      */
     get: operations['getAgent']
     put?: never
     post?: never
     /**
      * Delete an agent
-     * @description Needs a key of scope `SUB-ACCOUNT`.
+     * @description Needs a key of scope `SUB-ACCOUNT`; a restricted key needs the permission `agents:write`.
      */
     delete: operations['deleteAgent']
     options?: never
     head?: never
     /**
      * Update an agent
-     * @description Needs a key of scope `SUB-ACCOUNT`.
+     * @description Needs a key of scope `SUB-ACCOUNT`; a restricted key needs the permission `agents:write`.
      */
     patch: operations['updateAgent']
     trace?: never
@@ -359,13 +359,13 @@ export interface paths {
     }
     /**
      * List calls
-     * @description Needs a key of scope `SUB-ACCOUNT`.
+     * @description Needs a key of scope `SUB-ACCOUNT`; a restricted key needs the permission `calls:read`.
      */
     get: operations['listCalls']
     put?: never
     /**
      * Create a call
-     * @description Needs a key of scope `SUB-ACCOUNT`.
+     * @description Needs a key of scope `SUB-ACCOUNT`; a restricted key needs the permission `calls:write`.
      */
     post: operations['createCall']
     delete?: never
@@ -383,21 +383,21 @@ export interface paths {
     }
     /**
      * Get a call
-     * @description Needs a key of scope `SUB-ACCOUNT`.
+     * @description Needs a key of scope `SUB-ACCOUNT`; a restricted key needs the permission `calls:read`.
      */
     get: operations['getCall']
     put?: never
     post?: never
     /**
      * Delete a call
-     * @description Needs a key of scope `SUB-ACCOUNT`.
+     * @description Needs a key of scope `SUB-ACCOUNT`; a restricted key needs the permission `calls:write`.
      */
     delete: operations['deleteCall']
     options?: never
     head?: never
     /**
      * Update a call
-     * @description Needs a key of scope `SUB-ACCOUNT`.
+     * @description Needs a key of scope `SUB-ACCOUNT`; a restricted key needs the permission `calls:write`.
      */
     patch: operations['updateCall']
     trace?: never
@@ -411,13 +411,13 @@ export interface paths {
     }
     /**
      * List contacts
-     * @description Needs a key of scope `SUB-ACCOUNT`.
+     * @description Needs a key of scope `SUB-ACCOUNT`; a restricted key needs the permission `contacts:read`.
      */
     get: operations['listContacts']
     put?: never
     /**
      * Create a contact
-     * @description Needs a key of scope `SUB-ACCOUNT`.
+     * @description Needs a key of scope `SUB-ACCOUNT`; a restricted key needs the permission `contacts:write`.
      */
     post: operations['createContact']
     delete?: never
@@ -435,21 +435,21 @@ export interface paths {
     }
     /**
      * Get a contact
-     * @description Needs a key of scope `SUB-ACCOUNT`.
+     * @description Needs a key of scope `SUB-ACCOUNT`; a restricted key needs the permission `contacts:read`.
      */
     get: operations['getContact']
     put?: never
     post?: never
     /**
      * Delete a contact
-     * @description Needs a key of scope `SUB-ACCOUNT`.
+     * @description Needs a key of scope `SUB-ACCOUNT`; a restricted key needs the permission `contacts:write`.
      */
     delete: operations['deleteContact']
     options?: never
     head?: never
     /**
      * Update a contact
-     * @description Needs a key of scope `SUB-ACCOUNT`.
+     * @description Needs a key of scope `SUB-ACCOUNT`; a restricted key needs the permission `contacts:write`.
      */
     patch: operations['updateContact']
     trace?: never
@@ -539,6 +539,8 @@ export interface components {
       replacedBy: string | null
       /** @description Client addresses the key may be used from; empty: any. */
       allowedCidrs: string[]
+      /** @description The key’s permissions, sorted (`calls:read`, `contacts:write`); null: unrestricted, every permission of its scope. */
+      permissions: string[] | null
       /** @description The key’s own rate limit, replacing the route’s per-key limit on every route of its scope: `rate` tokens per second, `burst` at most. Absent: the route’s. */
       rateLimit?: {
         rate: number
@@ -580,6 +582,8 @@ export interface components {
       replacedBy: string | null
       /** @description Client addresses the key may be used from; empty: any. */
       allowedCidrs: string[]
+      /** @description The key’s permissions, sorted (`calls:read`, `contacts:write`); null: unrestricted, every permission of its scope. */
+      permissions: string[] | null
       /** @description The key’s own rate limit, replacing the route’s per-key limit on every route of its scope: `rate` tokens per second, `burst` at most. Absent: the route’s. */
       rateLimit?: {
         rate: number
@@ -592,9 +596,14 @@ export interface components {
       name: string
       expiresAt?: string | null
       allowedCidrs?: string[]
+      /** @description The key’s permissions: `<resource>:read` or `<resource>:write` for a resource the routes of the key’s scope name (`calls:read`); `:write` includes `:read`. Null or absent: unrestricted, every permission of the scope. */
+      permissions?: string[] | null
     }
     KeyUpdate: {
-      allowedCidrs: string[]
+      name?: string
+      /** @description The key’s new permissions; null: unrestricted again. Absent: unchanged. */
+      permissions?: string[] | null
+      allowedCidrs?: string[]
     }
     KeyRoll: {
       graceSeconds?: number
@@ -1437,7 +1446,7 @@ export interface operations {
       }
     }
     responses: {
-      /** @description The key, with its new allowlist */
+      /** @description The key as changed (in force on every gateway replica when this answers) */
       200: {
         headers: {
           RateLimit: components['headers']['RateLimit']

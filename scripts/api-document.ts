@@ -25,9 +25,10 @@ import type { FastifyInstance } from 'fastify'
 import { buildAgencyApp } from '@scoped/agency-service/app'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
 import { buildResourceApp } from '@scoped/resource-service/app'
-import { OPTIONAL_BODY_EXTENSION, SCOPE_EXTENSION } from '@scoped/shared/api-document'
+import { OPTIONAL_BODY_EXTENSION, PERMISSION_EXTENSION, SCOPE_EXTENSION } from '@scoped/shared/api-document'
 import { createPool } from '@scoped/shared/db'
 import { errorCatalog } from '@scoped/shared/errors'
+import { isReadMethod } from '@scoped/shared/permissions'
 import { KeyRevocationNotifier } from '@scoped/shared/key-invalidation'
 import { createLogger } from '@scoped/shared/logger'
 import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT } from '@scoped/shared/pagination'
@@ -232,6 +233,7 @@ const ERROR_RESPONSES: Record<string, [string, Json]> = {
       {
         scope: { summary: 'A key of the other scope', message: errorCatalog.scopeMismatch.message },
         address: { summary: 'A key used from outside its address allowlist', message: 'This API key cannot be used from this address' },
+        permission: { summary: 'A restricted key without the permission the operation needs', message: errorCatalog.permissionRefused.message },
       },
       REQUEST_ID,
     ),
@@ -315,6 +317,10 @@ A key has a scope, and each path takes one scope (\`x-scope\` on every operation
 
 A key of the other scope gets 403. The tenant comes from the key alone: \`agency_id\` and \`sub_account_id\` are removed from queries and from top-level body fields.
 
+## Permissions
+
+A key may be restricted to some permissions of its scope. Each operation names the one it needs (\`x-permission\`): \`<resource>:read\` for GET, HEAD and OPTIONS, \`<resource>:write\` for every other method, and \`:write\` includes \`:read\`. A key with \`["calls:read"]\` reads calls and nothing else; a restricted key without the permission an operation needs gets 403 \`This API key does not have the permission this request needs\`. A key without a list (\`permissions: null\`) has every permission of its scope.
+
 ## Errors
 
 Every error is \`{"success": false, "message": "…"}\` with \`Content-Type: application/json\`:
@@ -323,7 +329,7 @@ Every error is \`{"success": false, "message": "…"}\` with \`Content-Type: app
 |---|---|
 | 400 | invalid input; the message names the field (\`body.name is required\`) |
 | 401 | \`Invalid or missing API key\`, or \`Invalid or revoked API key\` |
-| 403 | \`This API key does not have access to this resource\`, or the key's address allowlist |
+| 403 | \`This API key does not have access to this resource\`, the key's address allowlist, or a permission the key lacks |
 | 404 | no such path, or no such item for this key (another tenant's id is answered alike) |
 | 405 | a method the path does not take; \`Allow\` lists the ones it does |
 | 408, 414, 431 | a request too slow, a target over 8 KiB, headers over 16 KiB |
@@ -462,12 +468,18 @@ function mergeOperation(method: string, path: string, route: ScopedRoute, own: J
   for (const status of errors.sort()) responses[status] ??= responseRef(status)
   const sorted = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b)))
   const parameters = parameterDescriptions(own['parameters'] as Json[] | undefined)
+  const permission = route.permission === undefined ? undefined : isReadMethod(method.toUpperCase()) ? route.permission.read : route.permission.write
+  const needs =
+    permission === undefined
+      ? `Needs a key of scope \`${route.scope}\`.`
+      : `Needs a key of scope \`${route.scope}\`; a restricted key needs the permission \`${permission}\`.`
   const operation: Operation = {
     operationId: typeof own['operationId'] === 'string' ? own['operationId'] : names.operationId,
     summary: typeof own['summary'] === 'string' ? own['summary'] : names.summary,
-    description: `${typeof own['description'] === 'string' ? `${own['description']}\n\n` : ''}Needs a key of scope \`${route.scope}\`.`,
+    description: `${typeof own['description'] === 'string' ? `${own['description']}\n\n` : ''}${needs}`,
     tags: [tagOf(route)],
     [SCOPE_EXTENSION]: route.scope,
+    ...(permission === undefined ? {} : { [PERMISSION_EXTENSION]: permission }),
     ...(parameters === undefined ? {} : { parameters }),
     ...(own['requestBody'] === undefined ? {} : { requestBody: requestBodyOf(own) }),
     responses: sorted,
@@ -533,7 +545,13 @@ export function mergeApiDocument(routes: RouteMap, services: readonly ServiceDoc
     if (!reached.has(route)) problems.push(`route ${route.prefix} reaches no operation of its backend (${route.audience})`)
     const tag = tagOf(route)
     if (!tags.some((existing) => existing['name'] === tag))
-      tags.push({ name: tag, description: `\`${route.prefix}\`: needs a key of scope \`${route.scope}\`.` })
+      tags.push({
+        name: tag,
+        description:
+          route.permission === undefined
+            ? `\`${route.prefix}\`: needs a key of scope \`${route.scope}\`.`
+            : `\`${route.prefix}\`: needs a key of scope \`${route.scope}\`; a restricted key needs \`${route.permission.read}\` to read, \`${route.permission.write}\` to change.`,
+      })
   }
   problems.push(...names.problems)
   document['tags'] = tags

@@ -9,6 +9,8 @@ import type { BackendTls } from '@scoped/shared/backend-server'
 import { AGENCY_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
 import type { LeakConfig } from './leaks/leak-config.js'
 import { readLeakConfig } from './leaks/leak-config.js'
+import type { PermissionCatalog } from './keys/permission-catalog.js'
+import { readPermissionCatalog } from './keys/permission-catalog.js'
 
 export interface AgencyServiceConfig {
   host: string
@@ -31,6 +33,8 @@ export interface AgencyServiceConfig {
   /** AGENCY_SERVICE_HEALTH_PORT: /healthz and /readyz on a plain-HTTP listener of their own (for probes under mutual TLS). */
   healthPort: number | undefined
   logLevel: LogLevel
+  /** The permission names keys may be given: those of the gateway's routes file (ROUTES_FILE, deploy/routes.yaml by default). */
+  permissions: PermissionCatalog
   /** LEAKED_KEY_ACTION and SECRET_SCANNING_KEYS_FILE: what a reported leak does, and GitHub's keys (leaks/leak-config.ts). */
   leaks: LeakConfig
   /** WEBHOOK_ALLOW_PRIVATE_ADDRESSES=1: webhooks may go to http:// and to any address (development and tests only). */
@@ -63,5 +67,6 @@ export function readAgencyServiceConfig(env: Env): Readonly<AgencyServiceConfig>
     logLevel: readLogLevel(env),
     webhookAllowPrivateAddresses: readWebhookAllowPrivateAddresses(env),
     leaks: readLeakConfig(env),
+    permissions: readPermissionCatalog(env),
   })
 }

@@ -22,7 +22,7 @@ runMain('agency-service', async () => {
   await migrateOrWait(config.databaseUrl, { waitMs: 60_000, onWait: (pending) => logger.info({ pending }, 'waiting for the migration job') })
   const pool = createPool(config.databaseUrl, { applicationName: 'agency-service' })
   const invalidator = createKeyInvalidator(pool, config, 'agency-service')
-  const keys = new KeyService(pool, invalidator)
+  const keys = new KeyService(pool, invalidator, { permissions: config.permissions })
   const nonceRedis = config.redisUrl === undefined ? undefined : createNonceRedis(config.redisUrl, config.redisKeyPrefix, 'agency-service')
   if (config.webhookAllowPrivateAddresses) {
     logger.warn('WEBHOOK_ALLOW_PRIVATE_ADDRESSES=1: webhooks may go to http:// and to private, loopback and link-local addresses (development and tests only)')

@@ -146,7 +146,7 @@ class Forwarder {
   private async checkAgain(request: FastifyRequest, reply: FastifyReply, decision: KeyDecision): Promise<boolean> {
     const { verifier } = this.options
     const state = verifier.cached(decision.hash, performance.now()) ?? (await verifier.verify(decision.hash, decision.client))
-    const outcome = authorize(decision.route, state, Date.now(), decision.client)
+    const outcome = authorize(decision.route, state, Date.now(), decision.client, request.method)
     if (outcome === 'valid') return true
     refuse(request, reply, outcome)
     return false

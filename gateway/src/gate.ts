@@ -18,7 +18,7 @@
  *      address outside its allowlist (403) (key-policy.ts);
  *   4. the route (404): only now, so a caller without a valid key learns
  *      nothing about the route map;
- *   5. the scope (403);
+ *   5. the scope (403), then the route's permission for a restricted key (403);
  *   6. the rate limits (429): the route's buckets, with the key's own limit
  *      in place of the route's `key` limit when it has one.
  * Each step answers with a refusal or lets the request on to the next; the
@@ -31,6 +31,7 @@ import fp from 'fastify-plugin'
 import { API_METHODS } from '@scoped/shared/http-methods'
 import type { ActiveKeyState } from '@scoped/shared/key-state'
 import { hashKey, hasValidChecksum } from '@scoped/shared/keys'
+import { permits } from '@scoped/shared/permissions'
 import type { Logger } from '@scoped/shared/logger'
 import { extractApiKey } from './api-key.js'
 import type { TrustedProxies } from './client-address.js'
@@ -70,22 +71,25 @@ export function isForwardedMethod(method: string): boolean {
   return forwardedMethods.has(method)
 }
 
-export type AuthOutcome = 'valid' | 'unknown' | 'revoked' | 'deleted' | KeyPolicyRefusal | 'unavailable' | 'no-route' | 'scope-mismatch'
+export type AuthOutcome = 'valid' | 'unknown' | 'revoked' | 'deleted' | KeyPolicyRefusal | 'unavailable' | 'no-route' | 'scope-mismatch' | 'permission-refused'
 export type AuthRefusal = Exclude<AuthOutcome, 'valid'>
 
 /**
  * The decision for a verified (or unverifiable) key on a route: pure, and the
  * order is the spec's. The key's own limits come before any route is matched:
  * its expiry at `nowMs` (epoch ms; 401 as revoked) and its allowlist for the
- * `client` address (403). 'valid' exactly when the key is active and the
- * route is of its scope. The gate and the forwarder's second check both ask it.
+ * `client` address (403). Then the route, its scope, and last the route's
+ * permission for the `method` (403) when the key is restricted (permissions.ts).
+ * 'valid' exactly when the key is active, the route is of its scope and the
+ * key may use the method on it. The gate and the forwarder's second check both ask it.
  */
-export function authorize(route: ScopedRoute | undefined, verification: Verification, nowMs = Date.now(), client = ''): AuthOutcome {
+export function authorize(route: ScopedRoute | undefined, verification: Verification, nowMs: number, client: string, method: string): AuthOutcome {
   if (verification.status !== 'active') return verification.status
   const refusal = keyPolicyRefusal(verification, nowMs, client)
   if (refusal !== undefined) return refusal
   if (route === undefined) return 'no-route'
-  return route.scope === verification.tenant.scope ? 'valid' : 'scope-mismatch'
+  if (route.scope !== verification.tenant.scope) return 'scope-mismatch'
+  return permits(verification.permissions, route.permission, method) ? 'valid' : 'permission-refused'
 }
 
 export interface GateOptions {
@@ -158,7 +162,7 @@ class Gate {
     const hash = hashKey(key.key)
     const generation = this.options.verifier.generation
     const cached = this.options.verifier.cached(hash, performance.now())
-    if (cached !== undefined) return this.afterKey(request, reply, done, this.decide(client, target, route, hash, generation, cached))
+    if (cached !== undefined) return this.afterKey(request, reply, done, this.decide(request.method, client, target, route, hash, generation, cached))
     // Only keys that passed this check ever reach a store, so none that fails it is in memory (found or
     // not found): checking it after the lookup refuses exactly the same keys, without a CRC per request.
     if (!hasValidChecksum(key.key)) return this.refuseEarly(request, reply, 'malformed', client, target)
@@ -183,7 +187,7 @@ class Gate {
     const { client, target, route, hash, generation } = key
     const lookup = release === undefined ? this.options.verifier.verify(hash) : this.options.verifier.verify(hash, client).finally(release)
     lookup.then(
-      (state) => this.afterKey(request, reply, done, this.decide(client, target, route, hash, generation, state)),
+      (state) => this.afterKey(request, reply, done, this.decide(request.method, client, target, route, hash, generation, state)),
       (error: unknown) => {
         this.options.log.error({ err: error }, 'key verification failed')
         this.refuseEarly(request, reply, 'unavailable', client, target)
@@ -199,8 +203,9 @@ class Gate {
     return normalizeRequestTarget(url) ?? 'bad-path'
   }
 
-  /** 3–5 once the key's state is known: its own limits, the route, the scope (authorize). */
+  /** 3–5 once the key's state is known: its own limits, the route, the scope, the permission (authorize). */
   private decide(
+    method: string,
     client: string,
     target: RequestTarget,
     route: Route | undefined,
@@ -210,7 +215,7 @@ class Gate {
   ): KeyDecision | KeyRefusal {
     const scoped = route?.auth === 'key' ? route : undefined
     const now = Date.now()
-    const outcome = authorize(scoped, state, now, client)
+    const outcome = authorize(scoped, state, now, client, method)
     // A use is a request the key authenticated within its own limits, whatever follows.
     if (state.status === 'active' && outcome !== 'expired' && outcome !== 'not-allowed-address') this.options.lastUse.record(state.tenant.keyId, now, client)
     // 'valid' means an active key on a route of its scope (authorize).

@@ -12,6 +12,8 @@
  */
 import { cidrMatcher } from '@scoped/shared/ip-address'
 import type { ActiveKeyState } from '@scoped/shared/key-state'
+import { permissionsHeader } from '@scoped/shared/permissions'
+import type { Tenant } from '@scoped/shared/tenant-signature'
 
 export type KeyPolicyRefusal = 'expired' | 'not-allowed-address'
 
@@ -38,4 +40,17 @@ export function keyPolicyRefusal(state: ActiveKeyState, nowMs: number, client: s
   const cidrs = state.allowedCidrs
   if (cidrs !== undefined && cidrs.length > 0 && !matcherOf(cidrs)(client)) return 'not-allowed-address'
   return undefined
+}
+
+/** Tenants as signed, by the cached state they came from: one object per state, not per request. */
+const signedTenants = new WeakMap<ActiveKeyState, Tenant>()
+
+/** The tenant the backends are told of, with the key's permissions (`x-tenant-key-permissions`, signed). */
+export function signedTenant(state: ActiveKeyState): Tenant {
+  let tenant = signedTenants.get(state)
+  if (tenant === undefined) {
+    tenant = { ...state.tenant, permissions: permissionsHeader(state.permissions) }
+    signedTenants.set(state, tenant)
+  }
+  return tenant
 }

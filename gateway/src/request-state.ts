@@ -22,6 +22,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { ActiveKeyState } from '@scoped/shared/key-state'
 import type { Tenant } from '@scoped/shared/tenant-signature'
+import { signedTenant } from './key-policy.js'
 import type { Verification } from './key-verifier.js'
 import type { Refusal, RequestOutcome } from './outcomes.js'
 import type { LimitKind } from './rate-limit/config.js'
@@ -106,7 +107,7 @@ export class KeyDecision {
     /** The key cache's generation before the key was looked up: if it moved since, the key is checked again. */
     readonly generation: number,
   ) {
-    this.tenant = key.tenant
+    this.tenant = signedTenant(key)
   }
 }
 

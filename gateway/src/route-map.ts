@@ -15,6 +15,8 @@ import type { RouteLimits } from './rate-limit/config.js'
 import { effectiveLimits, parseLimits, parseScopeDefaults } from './rate-limit/config.js'
 import { isScope, scopes } from '@scoped/shared/scope'
 import { isAudience } from '@scoped/shared/secrets'
+import type { RoutePermission } from '@scoped/shared/permissions'
+import { isResourceName, routePermission } from '@scoped/shared/permissions'
 import { AGENCY_SERVICE_AUDIENCE, defaultAudience } from '@scoped/shared/tenant-signature'
 import { normalizePath } from './request-path.js'
 
@@ -36,6 +38,8 @@ export interface ScopedRoute extends RouteBase {
   readonly audience: string
   /** Its rate limits (its own, over its scope's defaults); empty when unlimited. */
   readonly rateLimits: RouteLimits
+  /** The resource it names (`permission: contacts`): a restricted key needs its `:read` or `:write` (permissions.ts); absent: nothing beyond the scope. */
+  readonly permission?: RoutePermission
 }
 
 export interface SessionRoute extends RouteBase {
@@ -73,7 +77,7 @@ export interface RouteMap {
   readonly byLength: readonly Route[]
 }
 
-const ROUTE_FIELDS = new Set(['prefix', 'scope', 'auth', 'upstream', 'audience', 'rateLimit', 'tls'])
+const ROUTE_FIELDS = new Set(['prefix', 'scope', 'auth', 'upstream', 'audience', 'rateLimit', 'tls', 'permission'])
 const TLS_FIELDS = new Set(['caFile', 'certFile', 'keyFile', 'serverName'])
 const SERVER_NAME = /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/
 export const API_PREFIX = '/v1'
@@ -191,7 +195,9 @@ function checkRoute(entry: unknown, index: number, defaults: Readonly<Partial<Re
   if (!isObject(entry)) throw new Error(`routes[${index}] must be a mapping with prefix, upstream and scope or auth`)
   const unknown = Object.keys(entry).filter((field) => !ROUTE_FIELDS.has(field))
   if (unknown.length > 0)
-    throw new Error(`routes[${index}]: unknown field ${JSON.stringify(unknown[0])} (allowed: prefix, scope, auth, upstream, audience, rateLimit, tls)`)
+    throw new Error(
+      `routes[${index}]: unknown field ${JSON.stringify(unknown[0])} (allowed: prefix, scope, auth, upstream, audience, rateLimit, tls, permission)`,
+    )
   const prefix = checkPrefix(entry['prefix'])
   const upstream = checkUpstream(entry['upstream'], prefix)
   const tls = checkTls(entry['tls'], upstream, prefix, baseDir)
@@ -205,6 +211,7 @@ function checkRoute(entry: unknown, index: number, defaults: Readonly<Partial<Re
     if (underApi || prefix === '/') throw new Error(`route ${prefix}: an auth: session route must be outside ${API_PREFIX}`)
     if (audience !== undefined) throw new Error(`route ${prefix}: audience is for scoped routes only (session routes are not signed)`)
     if (entry['rateLimit'] !== undefined) throw new Error(`route ${prefix}: rateLimit is for scoped routes only (session routes have no key to count)`)
+    if (entry['permission'] !== undefined) throw new Error(`route ${prefix}: permission is for scoped routes only (session routes have no key)`)
     return { prefix, upstream, ...transport, index, auth: 'session', scope: null, audience: AGENCY_SERVICE_AUDIENCE }
   }
   if (scope === undefined) throw new Error(`route ${prefix}: scope (${scopes.join(' or ')}) or auth: session is required`)
@@ -213,7 +220,17 @@ function checkRoute(entry: unknown, index: number, defaults: Readonly<Partial<Re
   if (audience !== undefined && !isAudience(audience))
     throw new Error(`route ${prefix}: audience ${JSON.stringify(audience)} must be a backend name such as resource-service`)
   const rateLimits = effectiveLimits(parseLimits(entry['rateLimit'], `route ${prefix}: rateLimit`), defaults[scope])
-  return { prefix, upstream, ...transport, index, auth: 'key', scope, audience: audience ?? defaultAudience(scope), rateLimits }
+  const permission = checkPermission(entry['permission'], prefix)
+  const route = { prefix, upstream, ...transport, index, auth: 'key' as const, scope, audience: audience ?? defaultAudience(scope), rateLimits }
+  return permission === undefined ? route : { ...route, permission }
+}
+
+/** `permission: contacts`: the resource a route names (lowercase letters, digits and -). */
+function checkPermission(value: unknown, prefix: string): RoutePermission | undefined {
+  if (value === undefined) return undefined
+  if (!isResourceName(value))
+    throw new Error(`route ${prefix}: permission ${JSON.stringify(value)} must be a resource name: lowercase letters, digits and -, such as contacts`)
+  return routePermission(value)
 }
 
 /** Parses and checks a route map; the thrown Error's message starts with `source` and names the problem. */

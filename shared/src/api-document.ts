@@ -24,6 +24,8 @@ export const API_DOCUMENT_PREFIX = '/v1'
 
 /** The extension naming the key scope an operation requires. */
 export const SCOPE_EXTENSION = 'x-scope'
+/** The permission a restricted key needs for an operation (`calls:read`), from the route map's `permission` and the method. */
+export const PERMISSION_EXTENSION = 'x-permission'
 
 /**
  * On a route's schema: its body may be absent (revoke, roll: validated as

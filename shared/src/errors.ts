@@ -10,6 +10,10 @@ export const errorCatalog = {
   revokedKey: { status: 401, message: 'Invalid or revoked API key' },
   /** Spec §7: valid key used outside its scope (the first of the two texts the spec gives). */
   scopeMismatch: { status: 403, message: 'This API key does not have access to this resource' },
+  /** Contract: a restricted key on a route whose permission it lacks (permissions.ts). */
+  permissionRefused: { status: 403, message: 'This API key does not have the permission this request needs' },
+  /** Contract: a permission no route of the key's scope declares; `<name>` is replaced by it (unknownPermission()). */
+  unknownPermission: { status: 400, message: 'Unknown permission: <name>' },
   /** Contract: a key used from a client address outside its allowlist. */
   addressNotAllowed: { status: 403, message: 'This API key cannot be used from this address' },
   /** Spec §7/§8: a validation error; the spec leaves the status open, we answer like any other invalid input. */
@@ -134,6 +138,11 @@ export class ApiError extends Error {
 /** A 400 about one field of the input: the message names it as the caller spells it (`<label> <problem>`). */
 export function invalidField(field: InputField, problem: string): ApiError {
   return new ApiError('badRequest', `${fieldLabel(field)} ${problem}`, { field: fieldName(field) })
+}
+
+/** The 400 for a permission no route of the key's scope declares, naming it. */
+export function unknownPermission(name: string, field = 'permissions'): ApiError {
+  return new ApiError('unknownPermission', errorCatalog.unknownPermission.message.replace('<name>', name), { field })
 }
 
 export function isApiError(value: unknown): value is ApiError {

@@ -23,6 +23,7 @@ import type { RateLimit } from './rate-limit.js'
 import { isBurst, isRate } from './rate-limit.js'
 import type { Tenant } from './tenant-signature.js'
 import { isScope } from './scope.js'
+import { MAX_KEY_PERMISSIONS, parsePermission } from './permissions.js'
 
 /**
  * A key that authenticates, with what limits it beyond its scope. The expiry
@@ -45,6 +46,11 @@ export interface ActiveKeyState {
    * it. A replica refuses a state older than the newest version it has heard of. Absent: 0, older than any.
    */
   version?: number
+  /**
+   * The key's permissions (permissions.ts), sorted, each once; absent: unrestricted (every permission of its
+   * scope). An empty list is a key restricted to the routes that name no permission.
+   */
+  permissions?: readonly string[]
 }
 
 /** What is known about a key, by its hash. */
@@ -133,7 +139,8 @@ export class KeyStateCodec {
    * A Redis cache entry for `hash`, valid until `expiresAtMs` (wall clock).
    * An active key's limits go along when it has them: `x`, the key's own
    * expiry (epoch ms), `c`, its allowlist, and `r`, its rate limit as
-   * [rate, burst], and `v`, its state version. An entry without them (among them every entry written
+   * [rate, burst], `v`, its state version, and `p`, its permissions (present exactly when the key is
+   * restricted, so an empty list stays restricted). An entry without them (among them every entry written
    * before they existed) reads as a key without them.
    */
   encodeEntry(hash: string, state: KeyState, expiresAtMs: number): string {
@@ -144,6 +151,7 @@ export class KeyStateCodec {
       if (state.allowedCidrs !== undefined && state.allowedCidrs.length > 0) payload['c'] = state.allowedCidrs
       if (state.rateLimit !== undefined) payload['r'] = [state.rateLimit.rate, state.rateLimit.burst]
       if (state.version !== undefined) payload['v'] = state.version
+      if (state.permissions !== undefined) payload['p'] = state.permissions
     }
     return this.sealed(`key-state v1 ${hash}`, JSON.stringify(payload))
   }
@@ -183,6 +191,12 @@ export class KeyStateCodec {
     if (version !== undefined) {
       if (!isVersion(version)) return undefined
       state.version = version
+    }
+    const permissions = value['p']
+    if (permissions !== undefined) {
+      if (!Array.isArray(permissions) || permissions.length > MAX_KEY_PERMISSIONS) return undefined
+      if (!permissions.every((permission: unknown) => parsePermission(permission) !== undefined)) return undefined
+      state.permissions = permissions as string[]
     }
     return state
   }

@@ -30,15 +30,16 @@ interface LookupRow {
   rate_limit_rate: number | null
   rate_limit_burst: number | null
   state_version: number | null
+  permissions: string[] | null
 }
 
 const LOOKUP_SQL = `
   SELECT id, scope, agency_id, sub_account_id, revoked_at IS NOT NULL AS revoked, false AS deleted,
          floor(extract(epoch FROM expires_at) * 1000)::float8 AS expires_ms, allowed_cidrs::text[] AS allowed_cidrs,
-         rate_limit_rate, rate_limit_burst, state_version::float8 AS state_version
+         rate_limit_rate, rate_limit_burst, state_version::float8 AS state_version, permissions
     FROM api_keys WHERE key_hash = $1
   UNION ALL
-  SELECT NULL, NULL, NULL, NULL, false, true, NULL, NULL, NULL, NULL, NULL FROM deleted_api_keys WHERE key_hash = $1
+  SELECT NULL, NULL, NULL, NULL, false, true, NULL, NULL, NULL, NULL, NULL, NULL FROM deleted_api_keys WHERE key_hash = $1
   LIMIT 1`
 
 /**
@@ -86,6 +87,8 @@ export async function lookupKeyByHash(pool: Pool, hash: string): Promise<KeyStat
   if (row.allowed_cidrs !== null && row.allowed_cidrs.length > 0) state.allowedCidrs = canonicalCidrs(row.allowed_cidrs)
   if (row.rate_limit_rate !== null && row.rate_limit_burst !== null) state.rateLimit = { rate: row.rate_limit_rate, burst: row.rate_limit_burst }
   if (row.state_version !== null) state.version = row.state_version
+  // Stored sorted and each once (migration 016); absent: unrestricted, as every key was before.
+  if (row.permissions !== null) state.permissions = row.permissions
   return state
 }
 

@@ -21,6 +21,8 @@ export const tenantHeaders = {
   agencyId: 'x-tenant-agency-id',
   subAccountId: 'x-tenant-sub-account-id',
   keyId: 'x-tenant-key-id',
+  /** The key's permissions (permissions.ts): the sorted list joined by `,`, or `*` when unrestricted. */
+  keyPermissions: 'x-tenant-key-permissions',
   timestamp: 'x-tenant-timestamp',
   /** Which backend the signature is meant for. */
   audience: 'x-tenant-audience',
@@ -39,6 +41,11 @@ export interface Tenant {
   /** Present exactly when scope is SUB-ACCOUNT. */
   subAccountId: string | null
   keyId: string
+  /**
+   * The key's permissions as `x-tenant-key-permissions` carries them (`*`: unrestricted). Present on
+   * what a backend verified when the gateway sent it (every gateway since migration 016 does).
+   */
+  permissions?: string
 }
 
 /** What of the request itself the signature binds. */
@@ -72,12 +79,17 @@ export function contentDigest(body: Buffer | string | undefined): string {
 
 export const EMPTY_CONTENT_DIGEST = contentDigest('')
 
-/** The signed text: one field a line, in this order (header values cannot hold a newline). */
+/**
+ * The signed text: one field a line, in this order (header values cannot hold a newline). The key's
+ * permissions are a last line when sent: with them the text has one line more, so neither adding,
+ * removing nor changing the header leaves the signature valid, and a request signed without them
+ * (a gateway from before them) verifies as it did.
+ */
 function canonical(request: SignedRequest, timestamp: string, tenant: Tenant): string {
-  return (
+  const text =
     `v2\n${request.method.toUpperCase()}\n${request.pathWithQuery}\n${timestamp}\n${request.nonce}\n${request.audience}\n${request.contentDigest}\n` +
     `${tenant.scope}\n${tenant.agencyId}\n${tenant.subAccountId ?? ''}\n${tenant.keyId}`
-  )
+  return tenant.permissions === undefined ? text : `${text}\n${tenant.permissions}`
 }
 
 function mac(secret: SigningSecret, data: string): Buffer {
@@ -115,6 +127,7 @@ export function appendTenantHeaders(list: string[], secret: Signer, request: Sig
     macHex(secret, canonical(request, timestamp, tenant)),
   )
   if (tenant.subAccountId !== null) list.push(tenantHeaders.subAccountId, tenant.subAccountId)
+  if (tenant.permissions !== undefined) list.push(tenantHeaders.keyPermissions, tenant.permissions)
 }
 
 /** The same headers as an object (for clients and tests that send headers as one). */
@@ -141,6 +154,8 @@ const SIGNATURE_PATTERN = /^[0-9a-f]{64}$/
 const TIMESTAMP_PATTERN = /^[0-9]{1,12}$/
 export const NONCE_PATTERN = /^[A-Za-z0-9_-]{8,64}$/
 const DIGEST_PATTERN = /^sha-256=:[A-Za-z0-9+/]{43}=:$/
+/** `*`, or names such as `contacts:read` joined by `,` (permissions.ts), none at all for an empty list. */
+const PERMISSIONS_PATTERN = /^(\*|([a-z0-9][a-z0-9-]{0,63}:(read|write)(,[a-z0-9][a-z0-9-]{0,63}:(read|write))*)?)$/
 
 /** What the backend itself knows about the request it received. */
 export interface ReceivedRequest {
@@ -172,6 +187,7 @@ export function verifyTenantHeaders(
   const nonce = single(headers, tenantHeaders.nonce)
   const digest = single(headers, CONTENT_DIGEST_HEADER)
   const subAccountHeader = headers[tenantHeaders.subAccountId]
+  const permissionsHeader = headers[tenantHeaders.keyPermissions]
   if (
     signature === undefined ||
     timestamp === undefined ||
@@ -194,6 +210,8 @@ export function verifyTenantHeaders(
     return { ok: false, reason: 'malformed' }
   }
   if (Array.isArray(subAccountHeader)) return { ok: false, reason: 'malformed' }
+  if (permissionsHeader !== undefined && (Array.isArray(permissionsHeader) || !PERMISSIONS_PATTERN.test(permissionsHeader)))
+    return { ok: false, reason: 'malformed' }
   const subAccountId = subAccountHeader ?? null
   if ((scope === 'SUB-ACCOUNT') !== (subAccountId !== null)) return { ok: false, reason: 'malformed' }
   const signedAt = Number(timestamp)
@@ -201,6 +219,7 @@ export function verifyTenantHeaders(
   if (audience !== received.audience) return { ok: false, reason: 'wrong-audience' }
 
   const tenant: Tenant = { scope, agencyId, subAccountId, keyId }
+  if (permissionsHeader !== undefined) tenant.permissions = permissionsHeader
   const presented = Buffer.from(signature, 'hex')
   const data = canonical({ method: received.method, pathWithQuery: received.pathWithQuery, audience, contentDigest: digest, nonce }, timestamp, tenant)
   let matched = false

@@ -55,7 +55,7 @@ t.test('the rate limit of a key from the CLI: create, update, clear, list, refus
   t.notOk('rateLimit' in byId.get(plain['id'])!, 'and nothing (not even null) for a key on the route defaults')
   t.same(
     Object.keys(byId.get(plain['id'])!).sort(),
-    ['allowedCidrs', 'createdAt', 'expiresAt', 'id', 'lastUsedAt', 'lastUsedIp', 'name', 'replacedBy', 'revokedAt', 'scope', 'status'],
+    ['allowedCidrs', 'createdAt', 'expiresAt', 'id', 'lastUsedAt', 'lastUsedIp', 'name', 'permissions', 'replacedBy', 'revokedAt', 'scope', 'status'],
     'the contract’s item',
   )
 
@@ -97,7 +97,10 @@ t.test('the rate limit of a key from the CLI: create, update, clear, list, refus
   await fails(['key', 'update', key, '--rate', '5', '--burst', '10000001'], burstRule)
   await fails(['key', 'update', key, '--rate'], /--rate/)
   await fails(['key', 'update', key, '--rate', '5', '--burst', '5', '--clear-rate-limit'], /^give --rate and --burst, or --clear-rate-limit, not both/)
-  await fails(['key', 'update', key], /^key update needs --allow-cidr C \(repeatable\) or --allow-any, and\/or --rate R --burst B or --clear-rate-limit/)
+  await fails(
+    ['key', 'update', key],
+    /^key update needs --allow-cidr C \(repeatable\) or --allow-any, --rate R --burst B or --clear-rate-limit, or --permission P/,
+  )
   await fails(['key', 'create', '--sub-account', subAccount, '--name', 'x', '--rate', '0', '--burst', '5'], limitRule)
   await fails(['key', 'create', '--sub-account', subAccount, '--name', 'x', '--clear-rate-limit'], /^--clear-rate-limit is for key update/)
   t.same((await db.pool.query(`SELECT count(*)::int AS n FROM api_keys`)).rows, created.rows, 'nothing was created')

@@ -60,6 +60,7 @@ t.test('the operator CLI, driven as a process', async (t) => {
     'lastUsedAt',
     'lastUsedIp',
     'name',
+    'permissions',
     'replacedBy',
     'revokedAt',
     'scope',
@@ -77,6 +78,7 @@ t.test('the operator CLI, driven as a process', async (t) => {
     expiresAt: null,
     replacedBy: null,
     allowedCidrs: [],
+    permissions: null,
   })
   t.notOk(JSON.stringify(listed).includes(subKey['key']!), 'the list never shows the plaintext')
 

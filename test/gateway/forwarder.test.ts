@@ -160,7 +160,11 @@ t.test('a key: the path it was authorized for, without tenant fields, signed for
   t.equal(response.statusCode, 200)
   const echo = response.json<Echo>()
   t.equal(echo.url, '/v1/agents/x?a=1', 'the canonical path; tenant parameters gone, others kept byte for byte')
-  t.same(echo.tenant, subAccountTenant, "the backend verified the decision's tenant in the signature")
+  t.same(
+    echo.tenant,
+    { ...subAccountTenant, permissions: '*' },
+    "the backend verified the decision's tenant in the signature, an unrestricted key's permissions (*) with it",
+  )
   t.same(JSON.parse(echo.body), { name: 'n', nested: { agency_id: 'kept' } }, 'top-level tenant fields gone from the body')
   t.notOk('authorization' in echo.headers || 'cookie' in echo.headers, 'neither the key nor cookies go to an API backend')
   t.equal(echo.headers['x-tenant-agency-id'], 'agency-1', "the gateway's signed header, never the caller's")

@@ -132,6 +132,7 @@ t.test('scope matrix: each key reaches its own prefixes (200, signed for its ten
           agencyId: tenants.agencyId,
           subAccountId: scope === 'AGENCY' ? null : tenants.subAccountId,
           keyId: created.id,
+          permissions: '*',
         })
       }
     }
@@ -157,7 +158,11 @@ t.test('tenant stripping: query, JSON body and x-tenant-* headers; the key is ne
   const echo = response.json as Echo
   t.equal(echo.url, '/v1/contacts?limit=5&q=a%20b+c', 'tenant parameters gone, the rest byte for byte')
   t.same(JSON.parse(echo.body), { name: 'Ann', nested: { agency_id: 'kept' } })
-  t.same(echo.tenant, { scope: 'SUB-ACCOUNT', agencyId: tenants.agencyId, subAccountId: tenants.subAccountId, keyId: subKey.id }, 'the key decides the tenant')
+  t.same(
+    echo.tenant,
+    { scope: 'SUB-ACCOUNT', agencyId: tenants.agencyId, subAccountId: tenants.subAccountId, keyId: subKey.id, permissions: '*' },
+    'the key decides the tenant',
+  )
   t.same(
     Object.keys(echo.headers)
       .filter((name) => name.startsWith('x-tenant-'))

@@ -21,11 +21,11 @@ const now = Date.parse('2030-06-01T12:00:00Z')
 
 t.test('expiry: refused from its instant, like a revoked key', async (t) => {
   const state: ActiveKeyState = { status: 'active', tenant, expiresAt: now }
-  t.equal(authorize(agentsRoute, state, now - 1, '10.0.0.1'), 'valid', 'one millisecond before: valid')
-  t.equal(authorize(agentsRoute, state, now, '10.0.0.1'), 'expired', 'at the instant: expired')
-  t.equal(authorize(agentsRoute, state, now + 86_400_000, '10.0.0.1'), 'expired', 'and after')
-  t.equal(authorize(undefined, state, now, '10.0.0.1'), 'expired', 'before the route: no 404 for an expired key')
-  t.equal(authorize(agencyRoute, state, now, '10.0.0.1'), 'expired', 'before the scope')
+  t.equal(authorize(agentsRoute, state, now - 1, '10.0.0.1', 'GET'), 'valid', 'one millisecond before: valid')
+  t.equal(authorize(agentsRoute, state, now, '10.0.0.1', 'GET'), 'expired', 'at the instant: expired')
+  t.equal(authorize(agentsRoute, state, now + 86_400_000, '10.0.0.1', 'GET'), 'expired', 'and after')
+  t.equal(authorize(undefined, state, now, '10.0.0.1', 'GET'), 'expired', 'before the route: no 404 for an expired key')
+  t.equal(authorize(agencyRoute, state, now, '10.0.0.1', 'GET'), 'expired', 'before the scope')
   t.same(refusals.expired, errorCatalog.revokedKey, '401 Invalid or revoked API key')
   t.equal(refusals.expired.message, 'Invalid or revoked API key')
   t.notOk(AUTH_FAILURES.has('expired'), 'a known key, like a revoked one: no failed authentication for the throttle')
@@ -46,7 +46,8 @@ t.test('allowlist: IPv4 and IPv6 clients, 403 before the route and the scope', a
     ['10.1.2.3', undefined, 'no-route'],
     ['10.1.2.3', agencyRoute, 'scope-mismatch'],
   ]
-  for (const [client, route, outcome] of rows) t.equal(authorize(route, state, now, client), outcome, `${client} on ${route?.prefix ?? 'no route'}: ${outcome}`)
+  for (const [client, route, outcome] of rows)
+    t.equal(authorize(route, state, now, client, 'GET'), outcome, `${client} on ${route?.prefix ?? 'no route'}: ${outcome}`)
   t.same(refusals['not-allowed-address'], { status: 403, message: 'This API key cannot be used from this address' })
   t.notOk(AUTH_FAILURES.has('not-allowed-address'), 'a genuine key at the wrong address is not a guess at keys')
 })
@@ -69,10 +70,10 @@ t.test('both limits: the expiry is decided first', async (t) => {
 })
 
 t.test('ended and unknown keys are decided as before', async (t) => {
-  t.equal(authorize(agentsRoute, { status: 'revoked' }, now, '10.0.0.1'), 'revoked')
-  t.equal(authorize(agentsRoute, { status: 'deleted' }, now, '10.0.0.1'), 'deleted')
-  t.equal(authorize(agentsRoute, { status: 'unknown' }, now, '10.0.0.1'), 'unknown')
-  t.equal(authorize(agentsRoute, { status: 'unavailable' }, now, '10.0.0.1'), 'unavailable')
+  t.equal(authorize(agentsRoute, { status: 'revoked' }, now, '10.0.0.1', 'GET'), 'revoked')
+  t.equal(authorize(agentsRoute, { status: 'deleted' }, now, '10.0.0.1', 'GET'), 'deleted')
+  t.equal(authorize(agentsRoute, { status: 'unknown' }, now, '10.0.0.1', 'GET'), 'unknown')
+  t.equal(authorize(agentsRoute, { status: 'unavailable' }, now, '10.0.0.1', 'GET'), 'unavailable')
 })
 
 t.test('one allowlist answers the same for every request after the first', async (t) => {

@@ -92,6 +92,7 @@ t.test('deploy/routes.yaml is the default map and holds the contract routes', as
   const summary = map.routes.map((route) => `${route.prefix} ${route.auth === 'session' ? 'session' : route.scope} ${route.upstream}`)
   t.same(summary, [
     '/v1/agency AGENCY http://127.0.0.1:4001',
+    '/v1/agency/sub-accounts AGENCY http://127.0.0.1:4001',
     '/v1/agents SUB-ACCOUNT http://127.0.0.1:4002',
     '/v1/contacts SUB-ACCOUNT http://127.0.0.1:4002',
     '/v1/calls SUB-ACCOUNT http://127.0.0.1:4002',
@@ -103,6 +104,11 @@ t.test('deploy/routes.yaml is the default map and holds the contract routes', as
     t.ok(route.rateLimits.tenant !== undefined, `${route.prefix}: a tenant limit`)
     if (route.scope === 'SUB-ACCOUNT') t.ok(route.rateLimits.agency !== undefined, `${route.prefix}: an agency limit`)
   }
+  // One resource per route (issue 30): what a restricted key is given permissions on.
+  t.same(
+    map.routes.flatMap((route) => (route.auth === 'key' ? [route.permission?.resource] : [])),
+    ['agency', 'sub-accounts', 'agents', 'contacts', 'calls'],
+  )
   const config = readGatewayConfig({ TENANT_SIGNING_SECRET: 'x'.repeat(32) })
   t.equal(config.routesFile, defaultRoutesFile, 'used when ROUTES_FILE is unset')
 })

@@ -129,10 +129,11 @@ export async function startStack(t: Test, replicasOrOptions: number | StackOptio
   writeFileSync(
     routesFile,
     `routes:
-  - { prefix: /v1/agency, scope: AGENCY, upstream: "${scheme}://127.0.0.1:${agencyPort}"${transport} }
-  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "${scheme}://127.0.0.1:${resourcePort}"${transport} }
-  - { prefix: /v1/contacts, scope: SUB-ACCOUNT, upstream: "${scheme}://127.0.0.1:${resourcePort}"${transport} }
-  - { prefix: /v1/calls, scope: SUB-ACCOUNT, upstream: "${scheme}://127.0.0.1:${resourcePort}"${transport} }
+  - { prefix: /v1/agency, scope: AGENCY, upstream: "${scheme}://127.0.0.1:${agencyPort}", permission: agency${transport} }
+  - { prefix: /v1/agency/sub-accounts, scope: AGENCY, upstream: "${scheme}://127.0.0.1:${agencyPort}", permission: sub-accounts${transport} }
+  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "${scheme}://127.0.0.1:${resourcePort}", permission: agents${transport} }
+  - { prefix: /v1/contacts, scope: SUB-ACCOUNT, upstream: "${scheme}://127.0.0.1:${resourcePort}", permission: contacts${transport} }
+  - { prefix: /v1/calls, scope: SUB-ACCOUNT, upstream: "${scheme}://127.0.0.1:${resourcePort}", permission: calls${transport} }
   - { prefix: /console, auth: session, upstream: "${scheme}://127.0.0.1:${agencyPort}"${transport} }
 `,
   )
@@ -152,6 +153,8 @@ export async function startStack(t: Test, replicasOrOptions: number | StackOptio
     REDIS_KEY_PREFIX: redis.prefix,
     TENANT_SIGNING_SECRET: secret,
     LOG_LEVEL: 'info',
+    // agency-service reads the permission names from the gateways' routes file.
+    ROUTES_FILE: routesFile,
     ...options.env,
   }
   const urls = (await options.databaseUrls?.(db)) ?? {}
@@ -216,7 +219,7 @@ export async function startStack(t: Test, replicasOrOptions: number | StackOptio
     redis,
     secret,
     env: common,
-    ctlEnv: { DATABASE_URL: db.url, REDIS_URL: redis.url, REDIS_KEY_PREFIX: redis.prefix, TENANT_SIGNING_SECRET: secret },
+    ctlEnv: { DATABASE_URL: db.url, REDIS_URL: redis.url, REDIS_KEY_PREFIX: redis.prefix, TENANT_SIGNING_SECRET: secret, ROUTES_FILE: routesFile },
     backends: { agency, resource, agencyPort, resourcePort },
     routesFile,
     ...(backendCa === undefined ? {} : { backendCaFile: backendCa.certFile }),

@@ -92,9 +92,9 @@ t.test('key lifecycle', async (t) => {
     ])
   })
 
-  t.test('scope, tenant and name never change; a revoked key is never restored', async (t) => {
+  t.test('scope and tenant never change (a name may, migration 016); a revoked key is never restored', async (t) => {
     const created = await keys.create(subOwner, 'fixed', 'test')
-    for (const change of [`scope = 'AGENCY', sub_account_id = NULL`, `name = 'renamed'`, `sub_account_id = '${tenants.otherSubAccountId}'`]) {
+    for (const change of [`scope = 'AGENCY', sub_account_id = NULL`, `sub_account_id = '${tenants.otherSubAccountId}'`]) {
       await t.rejects(db.pool.query(`UPDATE api_keys SET ${change} WHERE id = $1`, [created.id]), /never change/, change)
     }
     await keys.revoke(created.id, 'test')

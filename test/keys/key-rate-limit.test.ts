@@ -28,7 +28,7 @@ t.test('the key item shows a key’s own limit and nothing for a key without one
   t.notOk('rateLimit' in plainItem, 'a key on the route defaults: no rateLimit field at all')
   t.same(
     Object.keys(plainItem).sort(),
-    ['allowedCidrs', 'createdAt', 'expiresAt', 'id', 'lastUsedAt', 'lastUsedIp', 'name', 'replacedBy', 'revokedAt', 'scope', 'status'],
+    ['allowedCidrs', 'createdAt', 'expiresAt', 'id', 'lastUsedAt', 'lastUsedIp', 'name', 'permissions', 'replacedBy', 'revokedAt', 'scope', 'status'],
     'the contract’s key item, unchanged',
   )
   t.same((list.items.find((item) => item['id'] === limited.id) as Record<string, unknown>)['rateLimit'], { rate: 0.5, burst: 10 }, 'the list: the same')

@@ -246,7 +246,7 @@ t.test('the database guards the record: scope, tenant, name, what a key replaced
   await t.rejects(update(`expires_at = NULL`), /only ever brought forward/, 'removed')
   await t.resolves(update(`expires_at = expires_at - interval '1 hour'`), 'brought forward')
   await t.rejects(update(`replaces = gen_random_uuid()`), /never change/, 'what a key replaced')
-  await t.rejects(update(`name = 'renamed'`), /never change/)
+  await t.resolves(update(`name = 'renamed'`), 'a key may be renamed (migration 016)')
   const rolled = await keys.roll(created.id, 'test', owner, { graceSeconds: 60 })
   await t.rejects(update(`replaced_by = NULL`), /stays rolled/)
   await t.rejects(db.pool.query(`UPDATE api_keys SET replaced_by = gen_random_uuid() WHERE id = $1`, [created.id]), /stays rolled/)

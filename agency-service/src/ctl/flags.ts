@@ -24,9 +24,11 @@ export const USAGE = `usage: ctl <command>
   key create --agency A --name N | key create --sub-account S --name N
       [--expires-in D | --expires-at ISO] [--allow-cidr C]...     (D: an integer and s, m, h or d: 90d)
       [--rate R --burst B]                                       (the key's own rate limit: R tokens per second, B at most)
+      [--permission P]...                                        (P: a resource of the routes file and read or write: calls:read; none: every permission)
   key list --agency A | key list --sub-account S
   key roll K [--grace D]                                         (K works until now + D; at once without --grace)
-  key update K [(--allow-cidr C)... | --allow-any] [--rate R --burst B | --clear-rate-limit]   (at least one)
+  key update K [(--allow-cidr C)... | --allow-any] [--rate R --burst B | --clear-rate-limit]
+      [(--permission P)... | --unrestricted]                     (at least one change)
   key revoke K
   key delete K
   webhook list --agency A                                        (the agency's webhook endpoints; never a secret)
@@ -47,13 +49,21 @@ const options = {
   'clear-rate-limit': { type: 'boolean' },
   grace: { type: 'string' },
   user: { type: 'string' },
+  permission: { type: 'string', multiple: true },
+  unrestricted: { type: 'boolean' },
 } as const satisfies ParseArgsConfig['options']
 
 type OptionName = keyof typeof options
 export type StringFlag = {
   [K in OptionName]: (typeof options)[K]['type'] extends 'string' ? ((typeof options)[K] extends { multiple: true } ? never : K) : never
 }[OptionName]
-export type Flags = { [K in StringFlag]?: string } & { 'allow-cidr'?: string[]; 'allow-any'?: boolean; 'clear-rate-limit'?: boolean }
+export type Flags = { [K in StringFlag]?: string } & {
+  'allow-cidr'?: string[]
+  'allow-any'?: boolean
+  'clear-rate-limit'?: boolean
+  permission?: string[]
+  unrestricted?: boolean
+}
 
 export function parse(argv: string[]): { words: string[]; flags: Flags } {
   try {
@@ -120,4 +130,17 @@ export function rateLimitOf(flags: Flags, clear: boolean): RateLimitInput | null
   if (!given) return undefined
   if (flags.rate === undefined || flags.burst === undefined) throw new UsageError('give --rate and --burst together')
   return { rate: parseDecimal(flags.rate), burst: parseDecimal(flags.burst) }
+}
+
+/**
+ * The permissions asked for: the --permission names (repeatable), null with --unrestricted (where
+ * `unrestricted` is allowed), undefined when not asked. The key service checks the names.
+ */
+export function permissionsOf(flags: Flags, unrestricted: boolean): string[] | null | undefined {
+  if (flags.unrestricted === true) {
+    if (!unrestricted) throw new UsageError('--unrestricted is for key update (a key created without --permission is unrestricted)')
+    if (flags.permission !== undefined) throw new UsageError('give --permission or --unrestricted, not both')
+    return null
+  }
+  return flags.permission
 }

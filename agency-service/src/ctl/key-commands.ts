@@ -8,8 +8,9 @@ import { requireDuration } from '@scoped/shared/durations'
 import { readKeyCacheSecret } from '@scoped/shared/secrets'
 import { createKeyInvalidator } from '../invalidator.js'
 import { KeyService, keyItem, MAX_GRACE_SECONDS } from '../keys/key-service.js'
+import { readPermissionCatalog } from '../keys/permission-catalog.js'
 import type { CommandContext } from './command-context.js'
-import { expiryOf, keyOwner, RATE_LIMIT_FIELDS, rateLimitOf, required, UsageError } from './flags.js'
+import { expiryOf, keyOwner, permissionsOf, RATE_LIMIT_FIELDS, rateLimitOf, required, UsageError } from './flags.js'
 
 type KeyCommand = (keys: KeyService, context: CommandContext) => Promise<unknown>
 
@@ -20,7 +21,8 @@ function withKeys(command: KeyCommand, changesKeys: boolean): (context: CommandC
     const redisUrl = changesKeys ? readRedisUrl(env) : undefined
     const invalidator = createKeyInvalidator(pool, { redisUrl, redisKeyPrefix: readRedisKeyPrefix(env), keyCacheSecret: readKeyCacheSecret(env) }, 'ctl')
     try {
-      return await command(new KeyService(pool, invalidator), context)
+      // The permission names are the routes file's (ROUTES_FILE), as the gateway reads it.
+      return await command(new KeyService(pool, invalidator, { permissions: readPermissionCatalog(env) }), context)
     } finally {
       await invalidator.close()
     }
@@ -56,13 +58,19 @@ async function createKey(keys: KeyService, { actor, flags }: CommandContext): Pr
     expiresAt: expiryOf(flags),
     allowedCidrs: flags['allow-cidr'] ?? [],
     rateLimit: rateLimitOf(flags, false),
-    fields: { expiresAt: flags['expires-in'] === undefined ? '--expires-at' : '--expires-in', allowedCidrs: '--allow-cidr', ...RATE_LIMIT_FIELDS },
+    permissions: permissionsOf(flags, false),
+    fields: {
+      expiresAt: flags['expires-in'] === undefined ? '--expires-at' : '--expires-in',
+      allowedCidrs: '--allow-cidr',
+      permissions: '--permission',
+      ...RATE_LIMIT_FIELDS,
+    },
   })
   // The key is printed whatever happens: its plaintext exists nowhere else. An unconfirmed creation is said on stderr.
   if (created.unconfirmed !== undefined) process.stderr.write(`warning: ${created.unconfirmed}\n`)
-  const { id, name, scope, key, expiresAt, allowedCidrs, rateLimit } = created
+  const { id, name, scope, key, expiresAt, allowedCidrs, rateLimit, permissions } = created
   // Only when asked for: the contract's shape otherwise.
-  return { id, name, scope, key, expiresAt, allowedCidrs, ...(rateLimit === null ? {} : { rateLimit }) }
+  return { id, name, scope, key, expiresAt, allowedCidrs, ...(permissions === null ? {} : { permissions }), ...(rateLimit === null ? {} : { rateLimit }) }
 }
 
 async function rollKey(keys: KeyService, { actor, argument, flags }: CommandContext): Promise<unknown> {
@@ -80,14 +88,18 @@ async function updateKey(keys: KeyService, { actor, argument, flags }: CommandCo
   if (flags['allow-any'] === true && cidrs !== undefined) throw new UsageError('give --allow-cidr or --allow-any, not both')
   const allowlist = flags['allow-any'] === true ? [] : cidrs
   const rateLimit = rateLimitOf(flags, true)
-  if (allowlist === undefined && rateLimit === undefined) {
-    throw new UsageError('key update needs --allow-cidr C (repeatable) or --allow-any, and/or --rate R --burst B or --clear-rate-limit')
+  const permissions = permissionsOf(flags, true)
+  if (allowlist === undefined && rateLimit === undefined && permissions === undefined) {
+    throw new UsageError(
+      'key update needs --allow-cidr C (repeatable) or --allow-any, --rate R --burst B or --clear-rate-limit, or --permission P (repeatable) or --unrestricted',
+    )
   }
-  const fields = { allowedCidrs: '--allow-cidr', ...RATE_LIMIT_FIELDS }
-  const updated = await keys.update(id, { actor, allowedCidrs: allowlist, rateLimit, fields })
-  // What was changed, and only that: `{"id","allowedCidrs"}` for an allowlist alone (the contract's shape).
+  const fields = { allowedCidrs: '--allow-cidr', permissions: '--permission', ...RATE_LIMIT_FIELDS }
+  const updated = await keys.update(id, { actor, allowedCidrs: allowlist, rateLimit, permissions, fields })
+  // What was changed, and only that: `{"id","allowedCidrs"}` for an allowlist alone, `{"id","permissions"}` for permissions (the contract's shapes).
   return {
     id: updated.id,
+    ...(permissions === undefined ? {} : { permissions: updated.permissions }),
     ...(allowlist === undefined ? {} : { allowedCidrs: updated.allowedCidrs }),
     ...(rateLimit === undefined ? {} : { rateLimit: updated.rateLimit }),
   }

@@ -7,6 +7,7 @@
 import type { Pool } from '@scoped/shared/db'
 import type { InvalidationReport } from '@scoped/shared/key-invalidation'
 import type { KeyInvalidation } from '@scoped/shared/key-state'
+import type { PermissionCatalog } from './permission-catalog.js'
 
 /** Keys ended inside a caller's transaction, to pass to `invalidate` once that transaction has committed. */
 export interface PendingInvalidation {
@@ -17,6 +18,8 @@ export interface PendingInvalidation {
 
 export interface KeyContext {
   readonly pool: Pool
+  /** The permission names the routes file declares (ROUTES_FILE): what a key may be given. */
+  readonly permissions: PermissionCatalog
   /** The clock (epoch ms) key statuses and expiries are judged by. */
   now(): number
   /**

@@ -26,6 +26,7 @@ import { checkOwner, lockOwner, ownerCondition, ownerId } from './key-owner.js'
 import type { CreatedKey, KeyRow } from './key-records.js'
 import { created, KEY_COLUMNS, recordKeyEvent } from './key-records.js'
 import { COUNTED_KEY_SQL } from './key-status.js'
+import { checkedPermissions } from './permission-catalog.js'
 
 export const ACTIVE_KEY_LIMIT = 25
 export const KEY_NAME_MAX_LENGTH = 100
@@ -37,6 +38,8 @@ export interface NewKeyOptions {
   allowedCidrs?: unknown
   /** The key's own rate limit; undefined or null: its sub-account's default for new keys, else the routes file's. */
   rateLimit?: RateLimitInput | null
+  /** Names the routes of the key's scope declare (`contacts:read`); undefined or null: unrestricted. */
+  permissions?: unknown
   /** How the caller's input names these, for messages (`body.expiresAt`, `--allow-cidr`, `--rate`). */
   fields?: KeyFieldNames
 }
@@ -46,6 +49,7 @@ interface CheckedKey {
   expiresAt: Date | null
   allowedCidrs: string[]
   rateLimit: RateLimit | null
+  permissions: string[] | null
 }
 
 export async function createKey(context: KeyContext, owner: KeyOwner, name: unknown, actor: ActorInput, options: NewKeyOptions): Promise<CreatedKey> {
@@ -55,6 +59,7 @@ export async function createKey(context: KeyContext, owner: KeyOwner, name: unkn
     expiresAt: checkedExpiry(options.expiresAt, context.now(), options.fields),
     allowedCidrs: checkedCidrs(options.allowedCidrs, options.fields),
     rateLimit: checkedRateLimit(options.rateLimit, options.fields),
+    permissions: checkedPermissions(options.permissions, owner.scope, context.permissions, options.fields?.permissions),
   }
   const who = toActor(actor)
   const { result, pending } = await inTransaction(context.pool, async (client) => {
@@ -102,10 +107,10 @@ async function requireRoomForKey(client: PoolClient, owner: KeyOwner): Promise<v
 async function insertKey(client: PoolClient, owner: KeyOwner, agencyId: string, key: string, checked: CheckedKey, createdBy: string): Promise<KeyRow> {
   const subAccountId = owner.scope === 'SUB-ACCOUNT' ? owner.subAccountId : null
   const inserted = await client.query<KeyRow>(
-    `INSERT INTO api_keys (scope, agency_id, sub_account_id, name, key_hash, hint, created_by, expires_at, allowed_cidrs, rate_limit_rate, rate_limit_burst)
+    `INSERT INTO api_keys (scope, agency_id, sub_account_id, name, key_hash, hint, created_by, expires_at, allowed_cidrs, rate_limit_rate, rate_limit_burst, permissions)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::cidr[],
              COALESCE($10::float8, (SELECT key_rate_limit_rate FROM sub_accounts WHERE id = $3)),
-             COALESCE($11::int, (SELECT key_rate_limit_burst FROM sub_accounts WHERE id = $3)))
+             COALESCE($11::int, (SELECT key_rate_limit_burst FROM sub_accounts WHERE id = $3)), $12::text[])
      RETURNING ${KEY_COLUMNS}`,
     [
       owner.scope,
@@ -119,6 +124,7 @@ async function insertKey(client: PoolClient, owner: KeyOwner, agencyId: string, 
       checked.allowedCidrs,
       checked.rateLimit?.rate ?? null,
       checked.rateLimit?.burst ?? null,
+      checked.permissions,
     ],
   )
   return inserted.rows[0]!

@@ -24,6 +24,8 @@ export interface KeyFieldNames {
   allowedCidrs?: string
   rate?: string
   burst?: string
+  permissions?: string
+  name?: string
 }
 
 /** The service's names of a key's input fields: what ApiError.field says. */

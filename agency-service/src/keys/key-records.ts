@@ -31,11 +31,13 @@ export interface KeyRow {
   allowed_cidrs: string[]
   rate_limit_rate: number | null
   rate_limit_burst: number | null
+  /** Sorted, each once; null: unrestricted (migration 016). */
+  permissions: string[] | null
 }
 
 /** What every read of a key selects (allowlists as text: node-postgres does not read cidr[]). */
 export const KEY_COLUMNS = `id, name, scope, hint, agency_id, sub_account_id, key_hash, created_at, last_used_at, host(last_used_ip) AS last_used_ip,
-  revoked_at, expires_at, replaces, replaced_by, allowed_cidrs::text[] AS allowed_cidrs, rate_limit_rate, rate_limit_burst`
+  revoked_at, expires_at, replaces, replaced_by, allowed_cidrs::text[] AS allowed_cidrs, rate_limit_rate, rate_limit_burst, permissions`
 
 export interface CreatedKey {
   id: string
@@ -50,6 +52,8 @@ export interface CreatedKey {
   allowedCidrs: string[]
   /** The key's own rate limit, or null: the routes file's. */
   rateLimit: RateLimit | null
+  /** The key's permissions, sorted, or null: unrestricted (every permission of its scope). */
+  permissions: string[] | null
   /** The key this one replaced (a roll), or null. */
   replaces: string | null
   /**
@@ -81,6 +85,8 @@ export interface KeySummary {
   allowedCidrs: string[]
   /** The key's own rate limit (replacing the route's `key` limit on every route of its scope), or null: the routes file's. */
   rateLimit: RateLimit | null
+  /** Its permissions, sorted, or null: unrestricted (every permission of its scope). */
+  permissions: string[] | null
   /** Whether it takes one of the tenant's 25 places. */
   countsTowardLimit: boolean
 }
@@ -98,12 +104,14 @@ export interface KeyItem {
   expiresAt: string | null
   replacedBy: string | null
   allowedCidrs: string[]
+  /** Sorted, or null: unrestricted. */
+  permissions: string[] | null
   rateLimit?: RateLimit
 }
 
 export function keyItem(key: KeySummary): KeyItem {
-  const { id, name, scope, status, createdAt, lastUsedAt, lastUsedIp, revokedAt, expiresAt, replacedBy, allowedCidrs, rateLimit } = key
-  const item: KeyItem = { id, name, scope, status, createdAt, lastUsedAt, lastUsedIp, revokedAt, expiresAt, replacedBy, allowedCidrs }
+  const { id, name, scope, status, createdAt, lastUsedAt, lastUsedIp, revokedAt, expiresAt, replacedBy, allowedCidrs, permissions, rateLimit } = key
+  const item: KeyItem = { id, name, scope, status, createdAt, lastUsedAt, lastUsedIp, revokedAt, expiresAt, replacedBy, allowedCidrs, permissions }
   if (rateLimit !== null) item.rateLimit = rateLimit
   return item
 }
@@ -133,6 +141,7 @@ export function summary(row: KeyRow, nowMs: number): KeySummary {
     replaces: row.replaces,
     allowedCidrs: canonicalCidrs(row.allowed_cidrs),
     rateLimit: rateLimitOf(row),
+    permissions: row.permissions,
     countsTowardLimit: countsTowardLimit(lifecycle, nowMs),
   }
 }
@@ -149,6 +158,7 @@ export function created(row: KeyRow, key: string): CreatedKey {
     expiresAt: iso(row.expires_at),
     allowedCidrs: canonicalCidrs(row.allowed_cidrs),
     rateLimit: rateLimitOf(row),
+    permissions: row.permissions,
     replaces: row.replaces,
   }
 }

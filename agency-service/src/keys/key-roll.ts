@@ -1,6 +1,6 @@
 /**
  * Rolling a key: a new key with the same name, scope, tenant and every limit
- * of the old one (allowlist, rate limit, and its expiry policy: a key made to
+ * of the old one (allowlist, rate limit, permissions, and its expiry policy: a key made to
  * live a given time is replaced by one that lives as long from the roll, a
  * key without expiry by one without), which records the key it replaced; the
  * old key keeps working for the grace period (0, the default: not at all),
@@ -101,15 +101,15 @@ async function endPredecessorGrace(client: PoolClient, old: KeyRow): Promise<str
 }
 
 /**
- * The new key: the old one's name, scope, tenant, allowlist and rate limit,
+ * The new key: the old one's name, scope, tenant, allowlist, rate limit and permissions,
  * the old one's lifetime counted from now (no expiry when it had none), and a
  * record of what it replaces. The old key is not rolled yet, so its expiry is
  * still the one it was made with.
  */
 async function insertSuccessor(client: PoolClient, old: KeyRow, key: string, createdBy: string): Promise<KeyRow> {
   const inserted = await client.query<KeyRow>(
-    `INSERT INTO api_keys (scope, agency_id, sub_account_id, name, key_hash, hint, created_by, allowed_cidrs, rate_limit_rate, rate_limit_burst, replaces, expires_at)
-     SELECT scope, agency_id, sub_account_id, name, $2, $3, $4, allowed_cidrs, rate_limit_rate, rate_limit_burst, id,
+    `INSERT INTO api_keys (scope, agency_id, sub_account_id, name, key_hash, hint, created_by, allowed_cidrs, rate_limit_rate, rate_limit_burst, permissions, replaces, expires_at)
+     SELECT scope, agency_id, sub_account_id, name, $2, $3, $4, allowed_cidrs, rate_limit_rate, rate_limit_burst, permissions, id,
             now() + (expires_at - created_at)
        FROM api_keys WHERE id = $1
      RETURNING ${KEY_COLUMNS}`,

@@ -34,6 +34,8 @@ import type { CreatedKey, KeyItem, KeyRow, KeySummary } from './key-records.js'
 import { KEY_COLUMNS, keyItem, summary } from './key-records.js'
 import type { RolledKey } from './key-roll.js'
 import { rollKey } from './key-roll.js'
+import type { PermissionCatalog } from './permission-catalog.js'
+import { defaultPermissionCatalog } from './permission-catalog.js'
 
 export type { KeyUpdate } from './key-changes.js'
 export type { PendingInvalidation } from './key-context.js'
@@ -50,13 +52,21 @@ export { MAX_GRACE_SECONDS } from './key-status.js'
 
 export class KeyService implements KeyContext {
   private readonly clock: () => number
+  private readonly catalog: PermissionCatalog | undefined
 
   constructor(
     readonly pool: Pool,
     private readonly invalidator: KeyInvalidator,
-    options: { now?: () => number } = {},
+    /** `permissions`: the routes file's names (readPermissionCatalog); deploy/routes.yaml's when absent. */
+    options: { now?: () => number; permissions?: PermissionCatalog } = {},
   ) {
     this.clock = options.now ?? (() => Date.now())
+    this.catalog = options.permissions
+  }
+
+  /** The permission names keys may be given (read on first use when none was passed). */
+  get permissions(): PermissionCatalog {
+    return this.catalog ?? defaultPermissionCatalog()
   }
 
   /** This service's clock (epoch ms): the one key statuses and expiries are judged by. */
@@ -111,7 +121,7 @@ export class KeyService implements KeyContext {
     return rollKey(this, id, actor, owner, options.graceSeconds)
   }
 
-  /** Changes a key's allowlist, its own rate limit, or both (key-changes.ts). */
+  /** Changes a key's name, permissions, allowlist or own rate limit (key-changes.ts). */
   update(id: string, update: KeyUpdate): Promise<KeySummary> {
     return updateKey(this, id, update)
   }

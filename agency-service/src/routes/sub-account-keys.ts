@@ -2,9 +2,9 @@
  * An agency's API for its sub-accounts' keys (AGENCY scope):
  *
  *   GET    /v1/agency/sub-accounts/:id/keys                 a list of key items
- *   POST   /v1/agency/sub-accounts/:id/keys                 {name, expiresAt?, allowedCidrs?} → 201, the item plus "key"
+ *   POST   /v1/agency/sub-accounts/:id/keys                 {name, expiresAt?, allowedCidrs?, permissions?} → 201, the item plus "key"
  *   GET    /v1/agency/sub-accounts/:id/keys/:keyId          the item
- *   PATCH  /v1/agency/sub-accounts/:id/keys/:keyId          {allowedCidrs} → 200, the item
+ *   PATCH  /v1/agency/sub-accounts/:id/keys/:keyId          {name?, permissions?, allowedCidrs?} → 200, the item
  *   POST   /v1/agency/sub-accounts/:id/keys/:keyId/roll     {graceSeconds?} → 201, the new item plus "key"
  *   POST   /v1/agency/sub-accounts/:id/keys/:keyId/revoke   → 200, the item (status revoked)
  *   DELETE /v1/agency/sub-accounts/:id/keys/:keyId          → 204
@@ -22,6 +22,7 @@ import { NO_QUERY_SCHEMA } from '@scoped/shared/backend-server'
 import type { Pool } from '@scoped/shared/db'
 import { ApiError } from '@scoped/shared/errors'
 import { MAX_ALLOWED_CIDRS } from '@scoped/shared/ip-address'
+import { MAX_KEY_PERMISSIONS } from '@scoped/shared/permissions'
 import { MAX_BURST, MAX_RATE } from '@scoped/shared/rate-limit'
 import type { ListQuery } from '@scoped/shared/pagination'
 import { listQuerySchema, readLimitAsNumber } from '@scoped/shared/pagination'
@@ -42,18 +43,36 @@ interface KeyParams {
 
 const cidrListSchema = { type: 'array', maxItems: MAX_ALLOWED_CIDRS, items: { type: 'string', minLength: 1, maxLength: 64 } } as const
 
+/** Names are checked by the key service against the routes file, so an unknown one is `Unknown permission: <name>`. */
+const permissionListSchema = {
+  type: ['array', 'null'],
+  maxItems: MAX_KEY_PERMISSIONS,
+  items: { type: 'string', maxLength: 100 },
+  description:
+    'The key’s permissions: `<resource>:read` or `<resource>:write` for a resource the routes of the key’s scope name (`calls:read`); `:write` includes `:read`. Null or absent: unrestricted, every permission of the scope.',
+} as const
+
 const createSchema = {
   type: 'object',
   properties: {
     name: { type: 'string', minLength: 1, maxLength: KEY_NAME_MAX_LENGTH },
     expiresAt: { type: ['string', 'null'], maxLength: 64 },
     allowedCidrs: cidrListSchema,
+    permissions: permissionListSchema,
   },
   required: ['name'],
   additionalProperties: false,
 } as const
 
-const updateSchema = { type: 'object', properties: { allowedCidrs: cidrListSchema }, required: ['allowedCidrs'], additionalProperties: false } as const
+const updateSchema = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: KEY_NAME_MAX_LENGTH },
+    permissions: { ...permissionListSchema, description: 'The key’s new permissions; null: unrestricted again. Absent: unchanged.' },
+    allowedCidrs: cidrListSchema,
+  },
+  additionalProperties: false,
+} as const
 
 const rollSchema = {
   type: 'object',
@@ -78,6 +97,11 @@ const keyItemProperties = {
   expiresAt: nullable({ ...timestampSchema, description: 'When the key stops working: its expiry, or the end of a roll’s grace period.' }),
   replacedBy: nullable({ ...idSchema, description: 'The key that replaced this one (a roll).' }),
   allowedCidrs: { type: 'array', items: { type: 'string' }, description: 'Client addresses the key may be used from; empty: any.' },
+  permissions: {
+    type: ['array', 'null'],
+    items: { type: 'string' },
+    description: 'The key’s permissions, sorted (`calls:read`, `contacts:write`); null: unrestricted, every permission of its scope.',
+  },
 }
 /** Present only for a key with a rate limit of its own (set by an operator with `ctl` or in the console). */
 const keyItemOptionalProperties = {
@@ -180,7 +204,7 @@ function readRoutes(app: FastifyInstance, { keys, path, ownerOf, keyIdOf, itemOf
 }
 
 function createRoute(app: FastifyInstance, { keys, path, ownerOf, itemOf }: KeyRouteContext): void {
-  app.post<SubAccountParams & { Body: { name: string; expiresAt?: string | null; allowedCidrs?: string[] } }>(
+  app.post<SubAccountParams & { Body: { name: string; expiresAt?: string | null; allowedCidrs?: string[]; permissions?: string[] | null } }>(
     path,
     {
       schema: {
@@ -198,7 +222,8 @@ function createRoute(app: FastifyInstance, { keys, path, ownerOf, itemOf }: KeyR
       const created = await keys.create(owner, name, actorOf(request), {
         expiresAt,
         allowedCidrs: body.allowedCidrs,
-        fields: { expiresAt: 'body.expiresAt', allowedCidrs: 'body.allowedCidrs' },
+        permissions: body.permissions,
+        fields: { expiresAt: 'body.expiresAt', allowedCidrs: 'body.allowedCidrs', permissions: 'body.permissions' },
       })
       warnUnconfirmed(request, reply, created.id, created.unconfirmed)
       return reply.code(201).send({ success: true, data: { ...(await itemOf(created.id, owner)), key: created.key } })
@@ -237,15 +262,22 @@ function rollRoute(app: FastifyInstance, { keys, path, ownerOf, keyIdOf, itemOf 
   )
 }
 
-/** Change the allowlist, revoke, delete. */
+/** Change the name, the permissions or the allowlist; revoke; delete. */
 function changeRoutes(app: FastifyInstance, { keys, path, ownerOf, keyIdOf, itemOf }: KeyRouteContext): void {
-  app.patch<KeyParams & { Body: { allowedCidrs: string[] } }>(
+  app.patch<KeyParams & { Body: { name?: string; permissions?: string[] | null; allowedCidrs?: string[] } }>(
     `${path}/:keyId`,
-    { schema: { querystring: NO_QUERY_SCHEMA, body: updateSchema, response: { 200: itemResponse(keyItemSchema, 'The key, with its new allowlist') } } },
+    {
+      schema: {
+        querystring: NO_QUERY_SCHEMA,
+        body: updateSchema,
+        response: { 200: itemResponse(keyItemSchema, 'The key as changed (in force on every gateway replica when this answers)') },
+      },
+    },
     async (request) => {
       const owner = await ownerOf(request)
-      const fields = { allowedCidrs: 'body.allowedCidrs' }
-      const updated = await keys.update(keyIdOf(request), { actor: actorOf(request), owner, allowedCidrs: request.body.allowedCidrs, fields })
+      const { name, permissions, allowedCidrs } = request.body
+      const fields = { allowedCidrs: 'body.allowedCidrs', permissions: 'body.permissions', name: 'body.name' }
+      const updated = await keys.update(keyIdOf(request), { actor: actorOf(request), owner, name, permissions, allowedCidrs, fields })
       return { success: true, data: keyItem(updated) }
     },
   )
