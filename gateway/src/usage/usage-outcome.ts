@@ -23,6 +23,7 @@ export const USAGE_OUTCOME = {
   expired: 'expired',
   'not-allowed-address': 'address-refused',
   'scope-mismatch': 'scope-refused',
+  'permission-refused': 'permission-refused',
   'no-route': 'bad-request',
   'rate-limited': 'rate-limited',
   throttled: 'rate-limited',
