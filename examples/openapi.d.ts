@@ -42,6 +42,26 @@ export interface paths {
     patch?: never
     trace?: never
   }
+  '/v1/agency/request-log': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /**
+     * Get the request-log
+     * @description Needs a key of scope `AGENCY`.
+     */
+    get: operations['getAgencyRequestLog']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/v1/agency/sub-accounts': {
     parameters: {
       query?: never
@@ -180,6 +200,26 @@ export interface paths {
      * @description Needs a key of scope `AGENCY`.
      */
     post: operations['rollAgencySubAccountKey']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/v1/agency/usage': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /**
+     * Get the usage
+     * @description Needs a key of scope `AGENCY`.
+     */
+    get: operations['getAgencyUsage']
+    put?: never
+    post?: never
     delete?: never
     options?: never
     head?: never
@@ -340,6 +380,46 @@ export interface paths {
      * @description Needs a key of scope `SUB-ACCOUNT`.
      */
     patch: operations['updateContact']
+    trace?: never
+  }
+  '/v1/request-log': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /**
+     * Get the request-log
+     * @description Needs a key of scope `SUB-ACCOUNT`.
+     */
+    get: operations['getRequestLog']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/v1/usage': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /**
+     * Get the usage
+     * @description Needs a key of scope `SUB-ACCOUNT`.
+     */
+    get: operations['getUsage']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
     trace?: never
   }
 }
@@ -527,6 +607,76 @@ export interface components {
       /** @enum {boolean} */
       success: true
       data: components['schemas']['AuditEvent'][]
+      pagination: components['schemas']['Pagination']
+    }
+    Usage: {
+      /** Format: date-time */
+      from: string
+      /** Format: date-time */
+      to: string
+      /** @enum {string} */
+      granularity: 'minute' | 'hour' | 'day'
+      /** @enum {string|null} */
+      groupBy: 'key' | 'sub-account' | 'route' | 'outcome' | null
+      series: {
+        /** @description The key or sub-account id, route prefix or outcome of the series; null without groupBy. */
+        group: string | null
+        points: {
+          /** Format: date-time */
+          at: string
+          requests: number
+          outcomes: {
+            served: number
+            revoked: number
+            expired: number
+            'address-refused': number
+            'scope-refused': number
+            'permission-refused': number
+            'rate-limited': number
+            'bad-request': number
+            timeout: number
+          }
+          statusClasses: {
+            '2xx': number
+            '3xx': number
+            '4xx': number
+            '5xx': number
+          }
+          latencyMs: {
+            /** @description Milliseconds: the upper bound of the histogram bucket holding the percentile; null without requests. */
+            p50: number | null
+            /** @description Milliseconds: the upper bound of the histogram bucket holding the percentile; null without requests. */
+            p95: number | null
+            /** @description Milliseconds: the upper bound of the histogram bucket holding the percentile; null without requests. */
+            p99: number | null
+          }
+        }[]
+      }[]
+    }
+    RequestLog: {
+      /** Format: uuid */
+      id: string
+      /** Format: date-time */
+      at: string
+      requestId: string
+      /** Format: uuid */
+      keyId: string
+      /** Format: uuid */
+      subAccountId: string | null
+      method: string
+      /** @description The normalized path, without its query. */
+      path: string
+      status: number
+      /** @enum {string} */
+      outcome: 'served' | 'revoked' | 'expired' | 'address-refused' | 'scope-refused' | 'permission-refused' | 'rate-limited' | 'bad-request' | 'timeout'
+      durationMs: number
+      clientAddress: string | null
+    }
+    /** @description A page of the request log, newest first */
+    RequestLogPage: {
+      /** @enum {boolean} */
+      success: true
+      data: components['schemas']['RequestLog'][]
       pagination: components['schemas']['Pagination']
     }
     Agent: {
@@ -837,6 +987,51 @@ export interface operations {
         }
         content: {
           'application/json': components['schemas']['AuditEventPage']
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  getAgencyRequestLog: {
+    parameters: {
+      query?: {
+        /** @description Items per page, 1 to 100 (default 20). */
+        limit?: number
+        /** @description Where to go on: the `nextCursor` of the previous page. Opaque. */
+        cursor?: string
+        /** @description Only events about this key. */
+        keyId?: string
+        /** @description Only events about this sub-account. */
+        subAccountId?: string
+        outcome?: 'served' | 'revoked' | 'expired' | 'address-refused' | 'scope-refused' | 'permission-refused' | 'rate-limited' | 'bad-request' | 'timeout'
+        /** @description Only events at or after this time (inclusive), e.g. `2026-01-31T00:00:00Z`. */
+        since?: string
+        /** @description Only events before this time (exclusive); must be later than `since`. */
+        until?: string
+      }
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description A page of the request log, newest first */
+      200: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['RequestLogPage']
         }
       }
       400: components['responses']['BadRequest']
@@ -1323,6 +1518,53 @@ export interface operations {
       403: components['responses']['Forbidden']
       404: components['responses']['NotFound']
       413: components['responses']['PayloadTooLarge']
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  getAgencyUsage: {
+    parameters: {
+      query?: {
+        /** @description ISO time; default: 24 h before `to`. */
+        from?: string
+        /** @description ISO time; default: now. */
+        to?: string
+        /** @description `minute` up to 24 h, `hour` up to 90 d, `day` up to 400 d; default `hour`. */
+        granularity?: 'minute' | 'hour' | 'day'
+        groupBy?: 'key' | 'sub-account' | 'route' | 'outcome'
+        /** @description Only events about this key. */
+        keyId?: string
+        /** @description Only events about this sub-account. */
+        subAccountId?: string
+      }
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Usage per bucket of the range, one series per group */
+      200: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @enum {boolean} */
+            success: true
+            data: components['schemas']['Usage']
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
       429: components['responses']['TooManyRequests']
       502: components['responses']['BadGateway']
       503: components['responses']['ServiceUnavailable']
@@ -1894,6 +2136,94 @@ export interface operations {
       403: components['responses']['Forbidden']
       404: components['responses']['NotFound']
       413: components['responses']['PayloadTooLarge']
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  getRequestLog: {
+    parameters: {
+      query?: {
+        /** @description Items per page, 1 to 100 (default 20). */
+        limit?: number
+        /** @description Where to go on: the `nextCursor` of the previous page. Opaque. */
+        cursor?: string
+        /** @description Only events about this key. */
+        keyId?: string
+        outcome?: 'served' | 'revoked' | 'expired' | 'address-refused' | 'scope-refused' | 'permission-refused' | 'rate-limited' | 'bad-request' | 'timeout'
+        /** @description Only events at or after this time (inclusive), e.g. `2026-01-31T00:00:00Z`. */
+        since?: string
+        /** @description Only events before this time (exclusive); must be later than `since`. */
+        until?: string
+      }
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description A page of the request log, newest first */
+      200: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['RequestLogPage']
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  getUsage: {
+    parameters: {
+      query?: {
+        /** @description ISO time; default: 24 h before `to`. */
+        from?: string
+        /** @description ISO time; default: now. */
+        to?: string
+        /** @description `minute` up to 24 h, `hour` up to 90 d, `day` up to 400 d; default `hour`. */
+        granularity?: 'minute' | 'hour' | 'day'
+        groupBy?: 'key' | 'route' | 'outcome'
+        /** @description Only events about this key. */
+        keyId?: string
+      }
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Usage per bucket of the range, one series per group */
+      200: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @enum {boolean} */
+            success: true
+            data: components['schemas']['Usage']
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
       429: components['responses']['TooManyRequests']
       502: components['responses']['BadGateway']
       503: components['responses']['ServiceUnavailable']

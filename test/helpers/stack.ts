@@ -121,6 +121,8 @@ export async function startStack(t: Test, replicasOrOptions: number | StackOptio
   - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "${scheme}://127.0.0.1:${resourcePort}"${transport} }
   - { prefix: /v1/contacts, scope: SUB-ACCOUNT, upstream: "${scheme}://127.0.0.1:${resourcePort}"${transport} }
   - { prefix: /v1/calls, scope: SUB-ACCOUNT, upstream: "${scheme}://127.0.0.1:${resourcePort}"${transport} }
+  - { prefix: /v1/usage, scope: SUB-ACCOUNT, upstream: "${scheme}://127.0.0.1:${agencyPort}"${transport} }
+  - { prefix: /v1/request-log, scope: SUB-ACCOUNT, upstream: "${scheme}://127.0.0.1:${agencyPort}"${transport} }
   - { prefix: /console, auth: session, upstream: "${scheme}://127.0.0.1:${agencyPort}"${transport} }
 `,
   )
