@@ -17,6 +17,7 @@ import type { Command } from './command-context.js'
 import type { Flags } from './flags.js'
 import { membershipOf, required, UsageError } from './flags.js'
 import { keyCommands } from './key-commands.js'
+import { usageCommand } from './usage-command.js'
 
 const commands: Readonly<Record<string, Command>> = {
   migrate: async ({ env }) => ({ applied: await migrate(readDatabaseUrl(env).url) }),
@@ -37,11 +38,12 @@ const commands: Readonly<Record<string, Command>> = {
   'user remove': ({ pool, flags, actor }) => new MembershipService(pool).remove(required(flags, 'email'), membershipOf(flags), actor),
   'db grant-login': async ({ pool, flags }) =>
     grantLogin(pool, { role: required(flags, 'role'), user: required(flags, 'user'), password: await readPassword('password of the login') }),
+  usage: usageCommand,
   ...keyCommands,
 }
 
 /** The commands that write no audit event; any other (a new one included) needs an operator's name. */
-const COMMANDS_WITHOUT_EVENTS: ReadonlySet<string> = new Set(['', 'migrate', 'agency create', 'key list', 'db grant-login'])
+const COMMANDS_WITHOUT_EVENTS: ReadonlySet<string> = new Set(['', 'migrate', 'agency create', 'key list', 'usage', 'db grant-login'])
 
 export async function run(pool: Pool, env: Env, words: string[], flags: Flags): Promise<unknown> {
   const [noun, verb, argument, ...extra] = words

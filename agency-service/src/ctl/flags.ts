@@ -29,6 +29,7 @@ export const USAGE = `usage: ctl <command>
   key update K [(--allow-cidr C)... | --allow-any] [--rate R --burst B | --clear-rate-limit]   (at least one)
   key revoke K
   key delete K
+  usage (--agency A | --sub-account S | --key K) [--from T] [--to T] [--granularity minute|hour|day] [--group-by key|sub-account|route|outcome]
   db grant-login --role scoped_gateway|scoped_resource|scoped_agency --user U   (password on stdin; as the migrating role)`
 
 const options = {
@@ -46,6 +47,11 @@ const options = {
   'clear-rate-limit': { type: 'boolean' },
   grace: { type: 'string' },
   user: { type: 'string' },
+  key: { type: 'string' },
+  from: { type: 'string' },
+  to: { type: 'string' },
+  granularity: { type: 'string' },
+  'group-by': { type: 'string' },
 } as const satisfies ParseArgsConfig['options']
 
 type OptionName = keyof typeof options
