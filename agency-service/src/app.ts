@@ -1,6 +1,8 @@
 /**
  * The agency-service application: /v1/agency, /v1/agency/sub-accounts
- * (with their keys), /v1/agency/audit-events and /v1/agency/webhooks for AGENCY callers,
+ * (with their keys), /v1/agency/audit-events, /v1/agency/webhooks, /v1/agency/usage and
+ * /v1/agency/request-log for AGENCY callers, /v1/usage and /v1/request-log
+ * for SUB-ACCOUNT callers,
  * trusting only requests the gateway signed. Plugins are
  * registered here, one line each; the console (its own sessions, unsigned)
  * lives under /console.
@@ -22,6 +24,8 @@ import { CONSOLE_PREFIX, consolePlugin } from './console/index.js'
 import type { KeyService } from './keys/key-service.js'
 import { agencyRoutes } from './routes/agency.js'
 import { auditEventRoutes } from './routes/audit-events.js'
+import { agencyRequestLogRoutes, subAccountRequestLogRoutes } from './routes/request-log.js'
+import { agencyUsageRoutes, subAccountUsageRoutes } from './routes/usage.js'
 import { subAccountKeyRoutes } from './routes/sub-account-keys.js'
 import { subAccountRoutes } from './routes/sub-accounts.js'
 import { webhookRoutes } from './routes/webhooks.js'
@@ -98,6 +102,18 @@ export async function buildAgencyApp(deps: AgencyAppDeps): Promise<FastifyInstan
       await v1.register(subAccountKeyRoutes, { pool: deps.pool, keys: deps.keys })
       await v1.register(auditEventRoutes, { pool: deps.pool })
       await v1.register(webhookRoutes, { pool: deps.pool, policy: deps.webhookPolicy ?? { allowPrivateAddresses: false } })
+      await v1.register(agencyUsageRoutes, { pool: deps.pool, now })
+      await v1.register(agencyRequestLogRoutes, { pool: deps.pool })
+    },
+    { prefix: '/v1' },
+  )
+  // A sub-account's own usage and request log: SUB-ACCOUNT routes that this service serves (the routes file
+  // sends them here, and the gateway signs them for this service, the upstream's, whatever their scope).
+  await app.register(
+    async (v1) => {
+      v1.addHook('onRequest', requireTenantScope('SUB-ACCOUNT'))
+      await v1.register(subAccountUsageRoutes, { pool: deps.pool, now })
+      await v1.register(subAccountRequestLogRoutes, { pool: deps.pool })
     },
     { prefix: '/v1' },
   )

@@ -221,7 +221,8 @@ function checkRoute(entry: unknown, index: number, defaults: Readonly<Partial<Re
     throw new Error(`route ${prefix}: audience ${JSON.stringify(audience)} must be a backend name such as resource-service`)
   const rateLimits = effectiveLimits(parseLimits(entry['rateLimit'], `route ${prefix}: rateLimit`), defaults[scope])
   const permission = checkPermission(entry['permission'], prefix)
-  const route = { prefix, upstream, ...transport, index, auth: 'key' as const, scope, audience: audience ?? defaultAudience(scope), rateLimits }
+  // '' until the whole map is read: then the service its upstream is (withAudiences).
+  const route = { prefix, upstream, ...transport, index, auth: 'key' as const, scope, audience: audience ?? '', rateLimits }
   return permission === undefined ? route : { ...route, permission }
 }
 
@@ -231,6 +232,25 @@ function checkPermission(value: unknown, prefix: string): RoutePermission | unde
   if (!isResourceName(value))
     throw new Error(`route ${prefix}: permission ${JSON.stringify(value)} must be a resource name: lowercase letters, digits and -, such as contacts`)
   return routePermission(value)
+}
+
+/**
+ * A route without `audience:` is signed for the service its upstream is,
+ * whatever its scope (the contract: /v1/usage is a SUB-ACCOUNT route served by
+ * agency-service): the audience another route to the same upstream names, or
+ * agency-service when the upstream also serves AGENCY routes or the console;
+ * else the service of its scope.
+ */
+function withAudiences(routes: readonly Route[]): Route[] {
+  const byUpstream = new Map<string, string>()
+  for (const route of routes) if (route.auth === 'key' && route.audience !== '') byUpstream.set(route.upstream, route.audience)
+  for (const route of routes) {
+    if (byUpstream.has(route.upstream)) continue
+    if (route.auth === 'session' || route.scope === 'AGENCY') byUpstream.set(route.upstream, AGENCY_SERVICE_AUDIENCE)
+  }
+  return routes.map((route) =>
+    route.auth === 'key' && route.audience === '' ? { ...route, audience: byUpstream.get(route.upstream) ?? defaultAudience(route.scope) } : route,
+  )
 }
 
 /** Parses and checks a route map; the thrown Error's message starts with `source` and names the problem. */
@@ -249,7 +269,7 @@ export function parseRouteMap(text: string, source: string): RouteMap {
     const entries = document['routes']
     if (!Array.isArray(entries) || entries.length === 0) throw new Error('routes must be a non-empty list')
     const baseDir = dirname(resolve(source))
-    const routes = entries.map((entry, index) => checkRoute(entry, index, defaults, baseDir))
+    const routes = withAudiences(entries.map((entry, index) => checkRoute(entry, index, defaults, baseDir)))
     const seen = new Set<string>()
     const transports = new Map<string, string>()
     for (const route of routes) {

@@ -57,7 +57,8 @@ async function apiDocument(app: FastifyInstance, options: ApiDocumentOptions): P
     transform: ({ schema, url }) => {
       // Documentation only: the route's own schema (validation, serialization) is left as it is.
       if (!isApiPath(url)) return { schema: { ...schema, hide: true } as FastifySchema, url }
-      return { schema: { ...schema, [SCOPE_EXTENSION]: options.scope } as FastifySchema, url }
+      // A route of another scope than the service's (agency-service's /v1/usage) names its own.
+      return { schema: { [SCOPE_EXTENSION]: options.scope, ...schema } as FastifySchema, url }
     },
   })
 }

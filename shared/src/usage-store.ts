@@ -61,7 +61,7 @@ async function addRows(client: PoolClient, table: string, rows: readonly UsageRo
 function bucketRange(batch: UsageBatch): [number, number] | null {
   let first = Infinity
   let last = -Infinity
-  for (const row of batch.minutes) {
+  for (const row of [...batch.minutes, ...batch.hours, ...batch.days]) {
     if (row.bucket < first) first = row.bucket
     if (row.bucket > last) last = row.bucket
   }

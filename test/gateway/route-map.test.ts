@@ -96,6 +96,8 @@ t.test('deploy/routes.yaml is the default map and holds the contract routes', as
     '/v1/agents SUB-ACCOUNT http://127.0.0.1:4002',
     '/v1/contacts SUB-ACCOUNT http://127.0.0.1:4002',
     '/v1/calls SUB-ACCOUNT http://127.0.0.1:4002',
+    '/v1/usage SUB-ACCOUNT http://127.0.0.1:4001',
+    '/v1/request-log SUB-ACCOUNT http://127.0.0.1:4001',
     '/console session http://127.0.0.1:4001',
   ])
   // Every API route limits each tenant (docs/operations.md, "Default rate limits"), sub-account routes each agency too.
@@ -121,4 +123,28 @@ t.test('a bad ROUTES_FILE stops start-up with a ConfigError naming ROUTES_FILE a
     new ConfigError('ROUTES_FILE', `${dir}/routes.yaml: route /v1/agents: unknown scope "ROOT" (expected AGENCY or SUB-ACCOUNT)`),
   )
   t.throws(() => readGatewayConfig({ ...env, ROUTES_FILE: `${dir}/missing.yaml` }), { variable: 'ROUTES_FILE', message: /file not found/ })
+})
+
+t.test("a route is signed for the service its upstream is, whatever its scope (the contract's /v1/usage)", async (t) => {
+  const map = parseRouteMap(
+    `routes:
+  - { prefix: /v1/agency, scope: AGENCY, upstream: "http://127.0.0.1:4001" }
+  - { prefix: /v1/usage, scope: SUB-ACCOUNT, upstream: "http://127.0.0.1:4001" }
+  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "http://127.0.0.1:4002" }
+  - { prefix: /v1/other, scope: SUB-ACCOUNT, upstream: "http://127.0.0.1:4003", audience: billing-service }
+  - { prefix: /v1/more, scope: AGENCY, upstream: "http://127.0.0.1:4003" }
+`,
+    'x',
+  )
+  const audiences = Object.fromEntries(map.routes.map((route) => [route.prefix, route.audience]))
+  t.same(audiences, {
+    '/v1/agency': 'agency-service',
+    '/v1/usage': 'agency-service',
+    '/v1/agents': 'resource-service',
+    '/v1/other': 'billing-service',
+    '/v1/more': 'billing-service',
+  })
+  const shipped = parseRouteMap(readFileSync(defaultRoutesFile, 'utf8'), defaultRoutesFile)
+  t.equal(matchRoute(shipped, '/v1/usage')?.audience, 'agency-service')
+  t.equal(matchRoute(shipped, '/v1/request-log')?.audience, 'agency-service')
 })

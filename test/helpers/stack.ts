@@ -134,6 +134,8 @@ export async function startStack(t: Test, replicasOrOptions: number | StackOptio
   - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "${scheme}://127.0.0.1:${resourcePort}", permission: agents${transport} }
   - { prefix: /v1/contacts, scope: SUB-ACCOUNT, upstream: "${scheme}://127.0.0.1:${resourcePort}", permission: contacts${transport} }
   - { prefix: /v1/calls, scope: SUB-ACCOUNT, upstream: "${scheme}://127.0.0.1:${resourcePort}", permission: calls${transport} }
+  - { prefix: /v1/usage, scope: SUB-ACCOUNT, upstream: "${scheme}://127.0.0.1:${agencyPort}", permission: usage${transport} }
+  - { prefix: /v1/request-log, scope: SUB-ACCOUNT, upstream: "${scheme}://127.0.0.1:${agencyPort}", permission: request-log${transport} }
   - { prefix: /console, auth: session, upstream: "${scheme}://127.0.0.1:${agencyPort}"${transport} }
 `,
   )

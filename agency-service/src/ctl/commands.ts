@@ -20,6 +20,7 @@ import type { Flags } from './flags.js'
 import { membershipOf, required, UsageError } from './flags.js'
 import { keyCommands } from './key-commands.js'
 import { webhookCommands } from './webhook-commands.js'
+import { usageCommand } from './usage-command.js'
 
 const commands: Readonly<Record<string, Command>> = {
   migrate: async ({ env }) => ({ applied: await migrate(readDatabaseUrl(env).url) }),
@@ -41,12 +42,13 @@ const commands: Readonly<Record<string, Command>> = {
   'audit verify': ({ pool, flags }) => verifyAuditChain(pool, requireUuid(required(flags, 'agency'), 'agency id')),
   'db grant-login': async ({ pool, flags }) =>
     grantLogin(pool, { role: required(flags, 'role'), user: required(flags, 'user'), password: await readPassword('password of the login') }),
+  usage: usageCommand,
   ...keyCommands,
   ...webhookCommands,
 }
 
 /** The commands that write no audit event; any other (a new one included) needs an operator's name. */
-const COMMANDS_WITHOUT_EVENTS: ReadonlySet<string> = new Set(['', 'migrate', 'agency create', 'key list', 'webhook list', 'db grant-login', 'audit verify'])
+const COMMANDS_WITHOUT_EVENTS: ReadonlySet<string> = new Set(['', 'migrate', 'agency create', 'key list', 'webhook list', 'usage', 'db grant-login', 'audit verify'])
 
 export async function run(pool: Pool, env: Env, words: string[], flags: Flags): Promise<unknown> {
   const [noun, verb, argument, ...extra] = words

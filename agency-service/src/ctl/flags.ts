@@ -32,6 +32,7 @@ export const USAGE = `usage: ctl <command>
   key revoke K
   key delete K
   webhook list --agency A                                        (the agency's webhook endpoints; never a secret)
+  usage (--agency A | --sub-account S | --key K) [--from T] [--to T] [--granularity minute|hour|day] [--group-by key|sub-account|route|outcome]
   db grant-login --role scoped_gateway|scoped_resource|scoped_agency --user U   (password on stdin; as the migrating role)`
 
 const options = {
@@ -51,6 +52,11 @@ const options = {
   user: { type: 'string' },
   permission: { type: 'string', multiple: true },
   unrestricted: { type: 'boolean' },
+  key: { type: 'string' },
+  from: { type: 'string' },
+  to: { type: 'string' },
+  granularity: { type: 'string' },
+  'group-by': { type: 'string' },
 } as const satisfies ParseArgsConfig['options']
 
 type OptionName = keyof typeof options
