@@ -80,6 +80,7 @@ export async function buildAgencyApp(deps: AgencyAppDeps): Promise<FastifyInstan
     keys: deps.keys,
     now,
     ...(deps.consoleDeviceSecret === undefined ? {} : { deviceSecret: deps.consoleDeviceSecret }),
+    ...(deps.webhookPolicy === undefined ? {} : { webhookPolicy: deps.webhookPolicy }),
   })
   await app.register(
     async (v1) => {
