@@ -702,7 +702,7 @@ export interface components {
       secret: string
     }
     WebhookEndpointCreate: {
-      /** @description Where deliveries are POSTed: an https:// URL whose every address is public (http:// and any address with WEBHOOK_ALLOW_PRIVATE_ADDRESSES=1). */
+      /** @description Where deliveries are POSTed: an HTTPS URL whose host resolves to public addresses only (the service may be configured to allow plain HTTP and private addresses, for development). */
       url: string
       /** @description The event types this endpoint receives; an agency endpoint receives its sub-accounts’ events too. */
       events: (
@@ -720,7 +720,7 @@ export interface components {
       )[]
     }
     WebhookEndpointUpdate: {
-      /** @description Where deliveries are POSTed: an https:// URL whose every address is public (http:// and any address with WEBHOOK_ALLOW_PRIVATE_ADDRESSES=1). */
+      /** @description Where deliveries are POSTed: an HTTPS URL whose host resolves to public addresses only (the service may be configured to allow plain HTTP and private addresses, for development). */
       url?: string
       /** @description The event types this endpoint receives; an agency endpoint receives its sub-accounts’ events too. */
       events?: (

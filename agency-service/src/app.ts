@@ -91,6 +91,7 @@ export async function buildAgencyApp(deps: AgencyAppDeps): Promise<FastifyInstan
     keys: deps.keys,
     now,
     ...(deps.consoleDeviceSecret === undefined ? {} : { deviceSecret: deps.consoleDeviceSecret }),
+    ...(deps.webhookPolicy === undefined ? {} : { webhookPolicy: deps.webhookPolicy }),
   })
   // Without a key and without tenant headers (leaks/leak-routes.ts), outside the AGENCY scope's /v1 below.
   await app.register(leakRoutes, { keys: deps.keys, config: deps.leaks ?? { action: 'revoke', githubKeys: undefined } })

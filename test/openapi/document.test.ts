@@ -271,7 +271,8 @@ t.test('a client names its types: the items, their pages and the request bodies 
   t.match(body('/v1/agency/sub-accounts/{id}/keys/{keyId}/revoke', 'post'), { required: false })
   for (const { method, path, operation } of operations(document)) {
     if (operation.requestBody === undefined) continue
-    const required = !path.endsWith('/roll') && !path.endsWith('/revoke')
+    // Actions on an item take an empty body or none: a key's roll and revoke, a webhook endpoint's roll-secret, a redelivery.
+    const required = !['/roll', '/revoke', '/roll-secret', '/redeliver'].some((action) => path.endsWith(action))
     t.equal(operation.requestBody['required'], required, `${method.toUpperCase()} ${path}: a body ${required ? 'is required' : 'may be left out'}`)
   }
 })

@@ -48,6 +48,8 @@ export interface KeyArea {
   canReadAudit: boolean
   /** Where the agency's members page lives, for its owners; null for everyone else and in a sub-account's settings. */
   membersPath: string | null
+  /** Where the agency's webhooks page lives, for its owners and admins; null for everyone else and in a sub-account's settings. */
+  webhooksPath: string | null
   /**
    * Who may give a key a rate limit of its own: the agency's owners and admins only. A limit is the agency's
    * capacity to share out; a sub-account member who could raise their own key's limit would take it from the rest.
@@ -74,6 +76,7 @@ export async function agencyKeyArea(pool: Pool, paths: ConsolePaths, userId: str
     auditPath: paths.agencyAudit(row.id),
     canReadAudit: managesAgency(row.role),
     membersPath: row.role === 'owner' ? paths.agencyMembers(row.id) : null,
+    webhooksPath: managesAgency(row.role) ? paths.agencyWebhooks(row.id) : null,
     canSetRateLimit: managesAgency(row.role),
   }
 }
@@ -101,6 +104,7 @@ export async function subAccountKeyArea(pool: Pool, paths: ConsolePaths, userId:
     auditPath: paths.subAccountAudit(row.id),
     canReadAudit: true,
     membersPath: null,
+    webhooksPath: null,
     canSetRateLimit: managesAgency(row.role),
   }
 }
@@ -115,6 +119,12 @@ export function requireAuditReader(area: KeyArea): void {
 
 export function requireRateLimitSetter(area: KeyArea): void {
   if (!area.canSetRateLimit) throw new ApiError('forbidden', 'Only agency owners and admins can change a key’s rate limit')
+}
+
+/** The webhooks page of an agency area, or 403 for anyone but its owners and admins. */
+export function requireWebhookManager(area: KeyArea): string {
+  if (area.webhooksPath === null) throw new ApiError('forbidden', 'Only agency owners and admins can manage the agency’s webhooks')
+  return area.webhooksPath
 }
 
 /** The members page of an agency area, or 403 for anyone but its owners. */

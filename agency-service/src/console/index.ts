@@ -34,6 +34,8 @@ import { passwordRoutes } from './password-routes.js'
 import { consolePaths } from './paths.js'
 import { securityHeaders } from './security-headers.js'
 import { signInRoutes } from './sign-in.js'
+import { webhookConsoleRoutes } from './webhook-routes.js'
+import type { TargetPolicy } from '../webhooks/address-policy.js'
 
 export interface ConsoleOptions {
   pool: Pool
@@ -42,6 +44,8 @@ export interface ConsoleOptions {
   now?: () => Date
   /** MAC secret of the device cookie (device-cookie.ts); one made per process when absent, so known devices are forgotten at restart. */
   deviceSecret?: Buffer
+  /** Which webhook URLs may be registered (WEBHOOK_ALLOW_PRIVATE_ADDRESSES); public https:// ones only when absent. */
+  webhookPolicy?: TargetPolicy
 }
 
 /** The prefix the console is registered under, and the one the gateway's `auth: session` route forwards. */
@@ -71,6 +75,7 @@ export const consolePlugin: FastifyPluginAsync<ConsoleOptions> = async (app: Fas
     await signedIn.register(keyRoutes, { pool, keys, now, paths })
     await signedIn.register(auditRoutes, { pool, paths })
     await signedIn.register(memberRoutes, { pool, now, paths })
+    await signedIn.register(webhookConsoleRoutes, { pool, paths, policy: options.webhookPolicy ?? { allowPrivateAddresses: false } })
     await signedIn.register(passwordRoutes, { pool, now, paths })
   })
 }

@@ -17,6 +17,7 @@ export const consoleRoutes = {
   agencyAudit: '/agencies/:tenantId/audit',
   subAccountAudit: '/sub-accounts/:tenantId/audit',
   agencyMembers: '/agencies/:tenantId/members',
+  agencyWebhooks: '/agencies/:tenantId/webhooks',
   accountPassword: '/account/password',
 } as const
 
@@ -37,6 +38,8 @@ export interface ConsolePaths {
   subAccountAudit(subAccountId: string): string
   /** An agency's members page (its owners'). */
   agencyMembers(agencyId: string): string
+  /** An agency's webhook endpoints (its owners' and admins'). */
+  agencyWebhooks(agencyId: string): string
   /** The signed-in user's own password. */
   readonly accountPassword: string
 }
@@ -55,6 +58,7 @@ export function consolePaths(prefix: string): ConsolePaths {
     agencyAudit: (agencyId) => under(consoleRoutes.agencyAudit.replace(':tenantId', () => agencyId)),
     subAccountAudit: (subAccountId) => under(consoleRoutes.subAccountAudit.replace(':tenantId', () => subAccountId)),
     agencyMembers: (agencyId) => under(consoleRoutes.agencyMembers.replace(':tenantId', () => agencyId)),
+    agencyWebhooks: (agencyId) => under(consoleRoutes.agencyWebhooks.replace(':tenantId', () => agencyId)),
     accountPassword: under(consoleRoutes.accountPassword),
   }
 }

@@ -31,7 +31,8 @@ const urlSchema = {
   type: 'string',
   minLength: 1,
   maxLength: MAX_URL_LENGTH,
-  description: 'Where deliveries are POSTed: an https:// URL whose every address is public (http:// and any address with WEBHOOK_ALLOW_PRIVATE_ADDRESSES=1).',
+  description:
+    'Where deliveries are POSTed: an HTTPS URL whose host resolves to public addresses only (the service may be configured to allow plain HTTP and private addresses, for development).',
 }
 const eventsSchema = {
   type: 'array',
