@@ -342,6 +342,50 @@ export interface paths {
     patch: operations['updateContact']
     trace?: never
   }
+  '/v1/credentials/revoke': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /**
+     * Report leaked keys
+     * @description For anyone who finds a key: every active key among `credentials` (at most 100) is revoked at once (unless `LEAKED_KEY_ACTION=notify`) and recorded as `key.leaked`. Always 202, whatever was found. A client address may send at least 60 reports an hour.
+     *
+     *     Needs no API key.
+     */
+    post: operations['postCredentialsRevoke']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/v1/secret-scanning/github': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /**
+     * Receive GitHub secret-scanning alerts
+     * @description GitHub’s secret-scanning partner protocol, for GitHub alone: authenticated by its `Github-Public-Key-Identifier` and `Github-Public-Key-Signature` headers (ECDSA P-256 with SHA-256 over the raw body) against `SECRET_SCANNING_KEYS_FILE`; a request GitHub did not sign is 401. Every active key found is revoked at once (unless `LEAKED_KEY_ACTION=notify`) and recorded as `key.leaked`.
+     *
+     *     Needs no API key.
+     */
+    post: operations['postSecretScanningGithub']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
 }
 export type webhooks = Record<string, never>
 export interface components {
@@ -351,6 +395,17 @@ export interface components {
       /** @constant */
       success: false
       message: string
+    }
+    /** @description The matches GitHub found, signed with GitHub’s key. */
+    GithubCreate: {
+      token: string
+      type: string
+      url?: string
+      source?: string
+    }[]
+    RevokeCreate: {
+      /** @description The keys found, as they were found (`sak_live_…`). */
+      credentials: string[]
     }
     Agency: {
       /** Format: uuid */
@@ -498,6 +553,7 @@ export interface components {
         | 'key.revoked'
         | 'key.deleted'
         | 'key.updated'
+        | 'key.leaked'
         | 'sub-account.created'
         | 'sub-account.updated'
         | 'sub-account.deleted'
@@ -803,6 +859,7 @@ export interface operations {
           | 'key.revoked'
           | 'key.deleted'
           | 'key.updated'
+          | 'key.leaked'
           | 'sub-account.created'
           | 'sub-account.updated'
           | 'sub-account.deleted'
@@ -1890,6 +1947,89 @@ export interface operations {
         }
       }
       400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      413: components['responses']['PayloadTooLarge']
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  postCredentialsRevoke: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['RevokeCreate']
+      }
+    }
+    responses: {
+      /** @description Accepted, whatever was found: the answer never says whether a credential is a key. */
+      202: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @enum {boolean} */
+            success: true
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      413: components['responses']['PayloadTooLarge']
+      /** @description Over the client’s allowance (with `Retry-After`) */
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  postSecretScanningGithub: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** @description The matches GitHub found, signed with GitHub’s key. */
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['GithubCreate']
+      }
+    }
+    responses: {
+      /** @description Each token with its label: `true_positive` when it is a key of this service (active or not), else `false_positive`. */
+      200: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            token_raw: string
+            token_type: string
+            /** @enum {string} */
+            label: 'true_positive' | 'false_positive'
+          }[]
+        }
+      }
+      400: components['responses']['BadRequest']
+      /** @description Not signed by GitHub */
       401: components['responses']['Unauthorized']
       403: components['responses']['Forbidden']
       404: components['responses']['NotFound']
