@@ -1986,8 +1986,6 @@ export interface operations {
         }
       }
       400: components['responses']['BadRequest']
-      401: components['responses']['Unauthorized']
-      403: components['responses']['Forbidden']
       404: components['responses']['NotFound']
       413: components['responses']['PayloadTooLarge']
       /** @description Over the client’s allowance (with `Retry-After`) */
@@ -2030,8 +2028,19 @@ export interface operations {
       }
       400: components['responses']['BadRequest']
       /** @description Not signed by GitHub */
-      401: components['responses']['Unauthorized']
-      403: components['responses']['Forbidden']
+      401: {
+        headers: {
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @enum {boolean} */
+            success: false
+            message: string
+          }
+        }
+      }
       404: components['responses']['NotFound']
       413: components['responses']['PayloadTooLarge']
       429: components['responses']['TooManyRequests']

@@ -465,12 +465,16 @@ function mergeOperation(method: string, path: string, route: ScopedRoute | Repor
       // A 204 has no body.
       const success = status === '204' ? { description: response['description'] } : response
       responses[status] = { ...success, headers: { ...RATE_LIMIT, ...REQUEST_ID } }
+    } else if (status === '401' && route.auth === 'none') {
+      // Not the key's 401 (no WWW-Authenticate): GitHub's signature, described by the service itself.
+      responses[status] = { ...response, headers: REQUEST_ID }
     } else if (ERROR_RESPONSES[status] !== undefined) {
       responses[status] = { ...responseRef(status), description: response['description'] }
     }
   }
   if (!Object.keys(responses).some((status) => /^2/.test(status))) responses['2XX'] = { description: 'Success' }
-  const errors: string[] = [...COMMON_ERRORS]
+  // Without a key, no key can be refused (401) or be of the wrong scope (403).
+  const errors: string[] = COMMON_ERRORS.filter((status) => route.auth === 'key' || (status !== '401' && status !== '403'))
   if (own['requestBody'] !== undefined) errors.push('413')
   for (const status of errors.sort()) responses[status] ??= responseRef(status)
   const sorted = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b)))
