@@ -42,6 +42,26 @@ export interface paths {
     patch?: never
     trace?: never
   }
+  '/v1/agency/request-log': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /**
+     * Get the request-log
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `agency:read`.
+     */
+    get: operations['getAgencyRequestLog']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/v1/agency/sub-accounts': {
     parameters: {
       query?: never
@@ -186,6 +206,26 @@ export interface paths {
     patch?: never
     trace?: never
   }
+  '/v1/agency/usage': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /**
+     * Get the usage
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `agency:read`.
+     */
+    get: operations['getAgencyUsage']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/v1/agency/webhooks': {
     parameters: {
       query?: never
@@ -195,13 +235,13 @@ export interface paths {
     }
     /**
      * List webhooks
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `agency:read`.
      */
     get: operations['listAgencyWebhooks']
     put?: never
     /**
      * Create a webhook
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `agency:write`.
      */
     post: operations['createAgencyWebhook']
     delete?: never
@@ -219,21 +259,21 @@ export interface paths {
     }
     /**
      * Get a webhook
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `agency:read`.
      */
     get: operations['getAgencyWebhook']
     put?: never
     post?: never
     /**
      * Delete a webhook
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `agency:write`.
      */
     delete: operations['deleteAgencyWebhook']
     options?: never
     head?: never
     /**
      * Update a webhook
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `agency:write`.
      */
     patch: operations['updateAgencyWebhook']
     trace?: never
@@ -247,7 +287,7 @@ export interface paths {
     }
     /**
      * List deliveries
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `agency:read`.
      */
     get: operations['listAgencyWebhookDeliveries']
     put?: never
@@ -269,7 +309,7 @@ export interface paths {
     put?: never
     /**
      * Redeliver a delivery
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `agency:write`.
      */
     post: operations['redeliverAgencyWebhookDelivery']
     delete?: never
@@ -289,7 +329,7 @@ export interface paths {
     put?: never
     /**
      * RollSecret a webhook
-     * @description Needs a key of scope `AGENCY`.
+     * @description Needs a key of scope `AGENCY`; a restricted key needs the permission `agency:write`.
      */
     post: operations['roll-secretAgencyWebhook']
     delete?: never
@@ -454,6 +494,90 @@ export interface paths {
     patch: operations['updateContact']
     trace?: never
   }
+  '/v1/credentials/revoke': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /**
+     * Report leaked keys
+     * @description For anyone who finds a key: every active key among `credentials` (at most 100) is revoked at once (unless `LEAKED_KEY_ACTION=notify`) and recorded as `key.leaked`. Always 202, whatever was found. A client address may send at least 60 reports an hour.
+     *
+     *     Needs no API key.
+     */
+    post: operations['postCredentialsRevoke']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/v1/request-log': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /**
+     * Get the request-log
+     * @description Needs a key of scope `SUB-ACCOUNT`; a restricted key needs the permission `request-log:read`.
+     */
+    get: operations['getRequestLog']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/v1/secret-scanning/github': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /**
+     * Receive GitHub secret-scanning alerts
+     * @description GitHub’s secret-scanning partner protocol, for GitHub alone: authenticated by its `Github-Public-Key-Identifier` and `Github-Public-Key-Signature` headers (ECDSA P-256 with SHA-256 over the raw body) against `SECRET_SCANNING_KEYS_FILE`; a request GitHub did not sign is 401. Every active key found is revoked at once (unless `LEAKED_KEY_ACTION=notify`) and recorded as `key.leaked`.
+     *
+     *     Needs no API key.
+     */
+    post: operations['postSecretScanningGithub']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/v1/usage': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /**
+     * Get the usage
+     * @description Needs a key of scope `SUB-ACCOUNT`; a restricted key needs the permission `usage:read`.
+     */
+    get: operations['getUsage']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
 }
 export type webhooks = Record<string, never>
 export interface components {
@@ -463,6 +587,17 @@ export interface components {
       /** @constant */
       success: false
       message: string
+    }
+    /** @description The matches GitHub found, signed with GitHub’s key. */
+    GithubCreate: {
+      token: string
+      type: string
+      url?: string
+      source?: string
+    }[]
+    RevokeCreate: {
+      /** @description The keys found, as they were found (`sak_live_…`). */
+      credentials: string[]
     }
     Agency: {
       /** Format: uuid */
@@ -619,6 +754,7 @@ export interface components {
         | 'key.revoked'
         | 'key.deleted'
         | 'key.updated'
+        | 'key.leaked'
         | 'sub-account.created'
         | 'sub-account.updated'
         | 'sub-account.deleted'
@@ -763,6 +899,76 @@ export interface components {
       pagination: components['schemas']['Pagination']
     }
     WebhookDeliveryRedeliver: Record<string, never>
+    Usage: {
+      /** Format: date-time */
+      from: string
+      /** Format: date-time */
+      to: string
+      /** @enum {string} */
+      granularity: 'minute' | 'hour' | 'day'
+      /** @enum {string|null} */
+      groupBy: 'key' | 'sub-account' | 'route' | 'outcome' | null
+      series: {
+        /** @description The key or sub-account id, route prefix or outcome of the series; null without groupBy. */
+        group: string | null
+        points: {
+          /** Format: date-time */
+          at: string
+          requests: number
+          outcomes: {
+            served: number
+            revoked: number
+            expired: number
+            'address-refused': number
+            'scope-refused': number
+            'permission-refused': number
+            'rate-limited': number
+            'bad-request': number
+            timeout: number
+          }
+          statusClasses: {
+            '2xx': number
+            '3xx': number
+            '4xx': number
+            '5xx': number
+          }
+          latencyMs: {
+            /** @description Milliseconds: the upper bound of the histogram bucket holding the percentile; null without requests. */
+            p50: number | null
+            /** @description Milliseconds: the upper bound of the histogram bucket holding the percentile; null without requests. */
+            p95: number | null
+            /** @description Milliseconds: the upper bound of the histogram bucket holding the percentile; null without requests. */
+            p99: number | null
+          }
+        }[]
+      }[]
+    }
+    RequestLog: {
+      /** Format: uuid */
+      id: string
+      /** Format: date-time */
+      at: string
+      requestId: string
+      /** Format: uuid */
+      keyId: string
+      /** Format: uuid */
+      subAccountId: string | null
+      method: string
+      /** @description The normalized path, without its query. */
+      path: string
+      status: number
+      /** @enum {string} */
+      outcome: 'served' | 'revoked' | 'expired' | 'address-refused' | 'scope-refused' | 'permission-refused' | 'rate-limited' | 'bad-request' | 'timeout'
+      durationMs: number
+      clientAddress: string | null
+    }
+    /** @description A page of the request log, newest first */
+    RequestLogPage: {
+      /** @enum {boolean} */
+      success: true
+      data: components['schemas']['RequestLog'][]
+      pagination: components['schemas']['Pagination']
+    }
     Agent: {
       /** Format: uuid */
       id: string
@@ -1037,6 +1243,7 @@ export interface operations {
           | 'key.revoked'
           | 'key.deleted'
           | 'key.updated'
+          | 'key.leaked'
           | 'sub-account.created'
           | 'sub-account.updated'
           | 'sub-account.deleted'
@@ -1071,6 +1278,51 @@ export interface operations {
         }
         content: {
           'application/json': components['schemas']['AuditEventPage']
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  getAgencyRequestLog: {
+    parameters: {
+      query?: {
+        /** @description Items per page, 1 to 100 (default 20). */
+        limit?: number
+        /** @description Where to go on: the `nextCursor` of the previous page. Opaque. */
+        cursor?: string
+        /** @description Only events about this key. */
+        keyId?: string
+        /** @description Only events about this sub-account. */
+        subAccountId?: string
+        outcome?: 'served' | 'revoked' | 'expired' | 'address-refused' | 'scope-refused' | 'permission-refused' | 'rate-limited' | 'bad-request' | 'timeout'
+        /** @description Only events at or after this time (inclusive), e.g. `2026-01-31T00:00:00Z`. */
+        since?: string
+        /** @description Only events before this time (exclusive); must be later than `since`. */
+        until?: string
+      }
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description A page of the request log, newest first */
+      200: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['RequestLogPage']
         }
       }
       400: components['responses']['BadRequest']
@@ -1557,6 +1809,53 @@ export interface operations {
       403: components['responses']['Forbidden']
       404: components['responses']['NotFound']
       413: components['responses']['PayloadTooLarge']
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  getAgencyUsage: {
+    parameters: {
+      query?: {
+        /** @description ISO time; default: 24 h before `to`. */
+        from?: string
+        /** @description ISO time; default: now. */
+        to?: string
+        /** @description `minute` up to 24 h, `hour` up to 90 d, `day` up to 400 d; default `hour`. */
+        granularity?: 'minute' | 'hour' | 'day'
+        groupBy?: 'key' | 'sub-account' | 'route' | 'outcome'
+        /** @description Only events about this key. */
+        keyId?: string
+        /** @description Only events about this sub-account. */
+        subAccountId?: string
+      }
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Usage per bucket of the range, one series per group */
+      200: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @enum {boolean} */
+            success: true
+            data: components['schemas']['Usage']
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
       429: components['responses']['TooManyRequests']
       502: components['responses']['BadGateway']
       503: components['responses']['ServiceUnavailable']
@@ -2445,6 +2744,186 @@ export interface operations {
       403: components['responses']['Forbidden']
       404: components['responses']['NotFound']
       413: components['responses']['PayloadTooLarge']
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  postCredentialsRevoke: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['RevokeCreate']
+      }
+    }
+    responses: {
+      /** @description Accepted, whatever was found: the answer never says whether a credential is a key. */
+      202: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @enum {boolean} */
+            success: true
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      404: components['responses']['NotFound']
+      413: components['responses']['PayloadTooLarge']
+      /** @description Over the client’s allowance (with `Retry-After`) */
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  getRequestLog: {
+    parameters: {
+      query?: {
+        /** @description Items per page, 1 to 100 (default 20). */
+        limit?: number
+        /** @description Where to go on: the `nextCursor` of the previous page. Opaque. */
+        cursor?: string
+        /** @description Only events about this key. */
+        keyId?: string
+        outcome?: 'served' | 'revoked' | 'expired' | 'address-refused' | 'scope-refused' | 'permission-refused' | 'rate-limited' | 'bad-request' | 'timeout'
+        /** @description Only events at or after this time (inclusive), e.g. `2026-01-31T00:00:00Z`. */
+        since?: string
+        /** @description Only events before this time (exclusive); must be later than `since`. */
+        until?: string
+      }
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description A page of the request log, newest first */
+      200: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['RequestLogPage']
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  postSecretScanningGithub: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** @description The matches GitHub found, signed with GitHub’s key. */
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['GithubCreate']
+      }
+    }
+    responses: {
+      /** @description Each token with its label: `true_positive` when it is a key of this service (active or not), else `false_positive`. */
+      200: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            token_raw: string
+            token_type: string
+            /** @enum {string} */
+            label: 'true_positive' | 'false_positive'
+          }[]
+        }
+      }
+      400: components['responses']['BadRequest']
+      /** @description Not signed by GitHub */
+      401: {
+        headers: {
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @enum {boolean} */
+            success: false
+            message: string
+          }
+        }
+      }
+      404: components['responses']['NotFound']
+      413: components['responses']['PayloadTooLarge']
+      429: components['responses']['TooManyRequests']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+      504: components['responses']['GatewayTimeout']
+    }
+  }
+  getUsage: {
+    parameters: {
+      query?: {
+        /** @description ISO time; default: 24 h before `to`. */
+        from?: string
+        /** @description ISO time; default: now. */
+        to?: string
+        /** @description `minute` up to 24 h, `hour` up to 90 d, `day` up to 400 d; default `hour`. */
+        granularity?: 'minute' | 'hour' | 'day'
+        groupBy?: 'key' | 'route' | 'outcome'
+        /** @description Only events about this key. */
+        keyId?: string
+      }
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Usage per bucket of the range, one series per group */
+      200: {
+        headers: {
+          RateLimit: components['headers']['RateLimit']
+          'RateLimit-Policy': components['headers']['RateLimit-Policy']
+          'x-request-id': components['headers']['X-Request-Id']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @enum {boolean} */
+            success: true
+            data: components['schemas']['Usage']
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
       429: components['responses']['TooManyRequests']
       502: components['responses']['BadGateway']
       503: components['responses']['ServiceUnavailable']

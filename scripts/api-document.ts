@@ -33,7 +33,7 @@ import { KeyRevocationNotifier } from '@scoped/shared/key-invalidation'
 import { createLogger } from '@scoped/shared/logger'
 import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT } from '@scoped/shared/pagination'
 import { AGENCY_SERVICE_AUDIENCE, RESOURCE_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
-import type { RouteMap, ScopedRoute } from '@scoped/gateway/route-map'
+import type { ReportRoute, RouteMap, ScopedRoute } from '@scoped/gateway/route-map'
 import { matchRoute, parseRouteMap } from '@scoped/gateway/route-map'
 import { projectRoot } from '../test/helpers/processes.js'
 import { pascal, SchemaNames, singular } from './api-schemas.js'
@@ -54,7 +54,12 @@ export interface Operation extends Json {
   operationId: string
   summary: string
   tags: string[]
-  [SCOPE_EXTENSION]: string
+  /** The key scope it needs; absent on a leak report, which needs no key. */
+  [SCOPE_EXTENSION]?: string
+  /** The permission a restricted key needs for it; absent where the route names none. */
+  [PERMISSION_EXTENSION]?: string
+  /** `[]` on a leak report: no key (the document's default asks for one). */
+  security?: Json[]
   responses: Record<string, Json>
   parameters?: Json[]
   requestBody?: Json
@@ -403,7 +408,11 @@ export interface MergeResult {
   problems: string[]
 }
 
-function tagOf(route: ScopedRoute): string {
+/** The tag of the leak reports' operations (route-map.ts, LEAK_REPORT_PATHS). */
+export const LEAK_REPORT_TAG = 'leak-reports'
+
+function tagOf(route: ScopedRoute | ReportRoute): string {
+  if (route.auth === 'none') return LEAK_REPORT_TAG
   return route.prefix
     .split('/')
     .filter((segment) => segment !== '' && segment !== 'v1')
@@ -447,7 +456,22 @@ function requestBodyOf(own: Json): Json {
   return own[OPTIONAL_BODY_EXTENSION] === true ? { ...body, required: false } : body
 }
 
-function mergeOperation(method: string, path: string, route: ScopedRoute, own: Json): Operation {
+/** What an operation says of the key it needs. */
+function access(
+  route: ScopedRoute | ReportRoute,
+  method: string,
+): Pick<Operation, typeof SCOPE_EXTENSION | typeof PERMISSION_EXTENSION | 'security'> & { sentence: string } {
+  if (route.auth === 'none') return { security: [], sentence: 'Needs no API key.' }
+  const permission = route.permission === undefined ? undefined : isReadMethod(method.toUpperCase()) ? route.permission.read : route.permission.write
+  if (permission === undefined) return { [SCOPE_EXTENSION]: route.scope, sentence: `Needs a key of scope \`${route.scope}\`.` }
+  return {
+    [SCOPE_EXTENSION]: route.scope,
+    [PERMISSION_EXTENSION]: permission,
+    sentence: `Needs a key of scope \`${route.scope}\`; a restricted key needs the permission \`${permission}\`.`,
+  }
+}
+
+function mergeOperation(method: string, path: string, route: ScopedRoute | ReportRoute, own: Json): Operation {
   const names = operationNames(method, path)
   const responses: Record<string, Json> = {}
   const ownResponses = (own['responses'] as Record<string, Json> | undefined) ?? {}
@@ -458,28 +482,27 @@ function mergeOperation(method: string, path: string, route: ScopedRoute, own: J
       // A 204 has no body.
       const success = status === '204' ? { description: response['description'] } : response
       responses[status] = { ...success, headers: { ...RATE_LIMIT, ...REQUEST_ID } }
+    } else if (status === '401' && route.auth === 'none') {
+      // Not the key's 401 (no WWW-Authenticate): GitHub's signature, described by the service itself.
+      responses[status] = { ...response, headers: REQUEST_ID }
     } else if (ERROR_RESPONSES[status] !== undefined) {
       responses[status] = { ...responseRef(status), description: response['description'] }
     }
   }
   if (!Object.keys(responses).some((status) => /^2/.test(status))) responses['2XX'] = { description: 'Success' }
-  const errors: string[] = [...COMMON_ERRORS]
+  // Without a key, no key can be refused (401) or be of the wrong scope (403).
+  const errors: string[] = COMMON_ERRORS.filter((status) => route.auth === 'key' || (status !== '401' && status !== '403'))
   if (own['requestBody'] !== undefined) errors.push('413')
   for (const status of errors.sort()) responses[status] ??= responseRef(status)
   const sorted = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b)))
   const parameters = parameterDescriptions(own['parameters'] as Json[] | undefined)
-  const permission = route.permission === undefined ? undefined : isReadMethod(method.toUpperCase()) ? route.permission.read : route.permission.write
-  const needs =
-    permission === undefined
-      ? `Needs a key of scope \`${route.scope}\`.`
-      : `Needs a key of scope \`${route.scope}\`; a restricted key needs the permission \`${permission}\`.`
+  const { sentence, ...needs } = access(route, method)
   const operation: Operation = {
     operationId: typeof own['operationId'] === 'string' ? own['operationId'] : names.operationId,
     summary: typeof own['summary'] === 'string' ? own['summary'] : names.summary,
-    description: `${typeof own['description'] === 'string' ? `${own['description']}\n\n` : ''}${needs}`,
+    description: `${typeof own['description'] === 'string' ? `${own['description']}\n\n` : ''}${sentence}`,
     tags: [tagOf(route)],
-    [SCOPE_EXTENSION]: route.scope,
-    ...(permission === undefined ? {} : { [PERMISSION_EXTENSION]: permission }),
+    ...needs,
     ...(parameters === undefined ? {} : { parameters }),
     ...(own['requestBody'] === undefined ? {} : { requestBody: requestBodyOf(own) }),
     responses: sorted,
@@ -521,6 +544,12 @@ export function mergeApiDocument(routes: RouteMap, services: readonly ServiceDoc
         const own = item[method] as Json | undefined
         if (own === undefined) continue
         const route = matchRoute(routes, path)
+        if (route?.auth === 'none' && route.prefix === path && route.audience === service.audience) {
+          const operation = mergeOperation(method, path, route, own)
+          names.nameOperation(method, path, operation)
+          ;(paths[path] ??= {})[method] = operation
+          continue
+        }
         if (route === undefined || route.auth !== 'key' || route.audience !== service.audience) {
           problems.push(`${method.toUpperCase()} ${path} (${service.audience}) is reached by no route of the route map`)
           continue
@@ -553,6 +582,8 @@ export function mergeApiDocument(routes: RouteMap, services: readonly ServiceDoc
             : `\`${route.prefix}\`: needs a key of scope \`${route.scope}\`; a restricted key needs \`${route.permission.read}\` to read, \`${route.permission.write}\` to change.`,
       })
   }
+  if (routes.routes.some((route) => route.auth === 'none'))
+    tags.push({ name: LEAK_REPORT_TAG, description: 'Reporting leaked keys, so they are revoked at once: needs no key.' })
   problems.push(...names.problems)
   document['tags'] = tags
   document.paths = Object.fromEntries(Object.entries(paths).sort(([a], [b]) => a.localeCompare(b)))

@@ -20,7 +20,8 @@
  *      method, the path with the stripped query, a fresh nonce and the
  *      body's content-digest, at this moment.
  * Console routes (`auth: session`) get the raw body and query, no tenant
- * headers, and their cookies. Every route gets the client address the gateway
+ * headers, and their cookies; leak reports the same without cookies (GitHub
+ * signs the body's exact bytes: it is never re-serialized). Every route gets the client address the gateway
  * derived, signed for the route's backend (signed-client-address.ts, the only
  * copy backends believe) and as `x-forwarded-for`, `x-forwarded-host`,
  * `x-forwarded-proto` and `x-request-id`.
@@ -42,7 +43,7 @@ import { isExpired } from './key-policy.js'
 import type { Verifier } from './key-verifier.js'
 import type { GatewayMetrics } from './metrics.js'
 import { pathWithQuery } from './request-path.js'
-import type { ForwardedDecision, KeyDecision, SessionDecision } from './request-state.js'
+import type { ForwardedDecision, KeyDecision, ReportDecision, SessionDecision } from './request-state.js'
 import type { RelayDeps } from './relay.js'
 import { relay } from './relay.js'
 import { refuse } from './respond.js'
@@ -125,7 +126,7 @@ class Forwarder {
    */
   readonly forward = (request: FastifyRequest, reply: FastifyReply): undefined | Promise<undefined> => {
     const decision = request.gateway
-    if (decision?.kind === 'session') return this.sendSession(request, reply, decision)
+    if (decision?.kind === 'session' || decision?.kind === 'report') return this.sendUnkeyed(request, reply, decision)
     // The gate passes nothing else to this route (refusals are answered in its hook, documents have routes of their own).
     if (decision?.kind !== 'key') throw new Error('a request reached the forwarder without a decision to forward it')
     if (this.stillCurrent(decision)) return this.sendWithKey(request, reply, decision)
@@ -169,10 +170,10 @@ class Forwarder {
     return this.send(request, reply, decision, path, headers, body)
   }
 
-  /** A console request: its body and query as they came, its cookies, no tenant headers. */
-  private sendSession(request: FastifyRequest, reply: FastifyReply, decision: SessionDecision): undefined {
+  /** A console request or a leak report: its body and query as they came, no tenant headers; cookies for the console only. */
+  private sendUnkeyed(request: FastifyRequest, reply: FastifyReply, decision: SessionDecision | ReportDecision): undefined {
     const body = bodyOf(request)
-    const headers = callerHeaders(request.raw.rawHeaders, true)
+    const headers = callerHeaders(request.raw.rawHeaders, decision.kind === 'session')
     if (body !== undefined) headers.push(CONTENT_DIGEST_HEADER, contentDigest(body))
     return this.send(request, reply, decision, pathWithQuery(decision.target.path, decision.target.query), headers, body)
   }
@@ -218,7 +219,7 @@ class Forwarder {
         Date.now() / 1000,
       )
     if (request.headers.host !== undefined) headers.push('x-forwarded-host', request.headers.host)
-    decision.outcome = decision.kind === 'key' ? 'forwarded' : 'session'
+    decision.outcome = decision.kind === 'key' ? 'forwarded' : decision.kind
     relay(request, reply, { decision, path, headers, body, tenant: upstreamTenant(decision.tenant) }, this.relayDeps)
     return undefined
   }

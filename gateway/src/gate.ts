@@ -4,8 +4,9 @@
  *   0. draining (503), a request target longer than MAX_REQUEST_TARGET (414);
  *   1. the path (400): the raw URL is normalized once (request-path.ts);
  *      then the method (405, with Allow): only the methods the gateway forwards;
- *   2. the documents (/openapi.json, /docs: documents.ts) and console routes
- *      (`auth: session`, outside /v1) pass without a key;
+ *   2. the documents (/openapi.json, /docs: documents.ts), console routes
+ *      (`auth: session`, outside /v1) and the leak reports (exactly their
+ *      paths: route-map.ts, LEAK_REPORT_PATHS) pass without a key;
  *   3. the key (401): extracted, looked up in memory by its hash, its
  *      checksum checked when it is not there, then asked of the issued-key
  *      filter: a key ever issued is verified through the stores and never
@@ -53,7 +54,7 @@ import { failedAuthHeaders, rateLimitPolicy, rateLimitState, retryAfter } from '
 import type { LimitDecision, RateLimiter } from './rate-limit/limiter.js'
 import type { RequestTarget } from './request-path.js'
 import { normalizeRequestTarget } from './request-path.js'
-import { decorateRequestState, DocumentDecision, KeyDecision, KeyRefusal, Refused, SessionDecision } from './request-state.js'
+import { decorateRequestState, DocumentDecision, KeyDecision, KeyRefusal, Refused, ReportDecision, SessionDecision } from './request-state.js'
 import { refuse, STRICT_TRANSPORT_SECURITY } from './respond.js'
 import type { Route, RouteMap, ScopedRoute } from './route-map.js'
 import { matchRoute } from './route-map.js'
@@ -106,16 +107,19 @@ export interface GateOptions {
   issuedKeys: IssuedKeyCheck
 }
 
-/** 2: the documents (their own GET and HEAD routes) and console routes need no key; undefined when the request does. */
+/** 2: the documents (their own GET and HEAD routes), console routes and leak reports need no key; undefined when the request does. */
 function passWithoutKey(
   request: FastifyRequest,
   client: string,
   target: RequestTarget,
   route: Route | undefined,
-): DocumentDecision | SessionDecision | undefined {
+): DocumentDecision | SessionDecision | ReportDecision | undefined {
   // The gateway answers the documents itself (documents.ts): nothing is forwarded.
   if (isDocumentRequest(request, target.path)) return new DocumentDecision(client, target)
-  if (route !== undefined && route.auth === 'session') return new SessionDecision(client, target, route)
+  if (route === undefined) return undefined
+  if (route.auth === 'session') return new SessionDecision(client, target, route)
+  // Exactly the report's path: anything under it needs a key, like every other API path.
+  if (route.auth === 'none' && target.path === route.prefix) return new ReportDecision(client, target, route)
   return undefined
 }
 

@@ -8,6 +8,7 @@ import { errorCatalog } from '@scoped/shared/errors'
 export const requestOutcomes = [
   'forwarded',
   'session',
+  'report',
   'document',
   'bad-path',
   'uri-too-long',

@@ -9,6 +9,7 @@
  *                path, the method, no usable key, the throttle, a key lookup that failed;
  *   document     the API description or its page, answered by the gateway itself (documents.ts);
  *   session      a console route (`auth: session`), forwarded without a key;
+ *   report       a leak report (route-map.ts, LEAK_REPORT_PATHS), forwarded without a key;
  *   key          a key in its own limits on a route of its scope: forwarded, unless a later
  *                step (the rate limits) refuses it;
  *   key-refused  a key was looked up and refused: its state, its own limits, the route, the scope.
@@ -27,7 +28,7 @@ import type { Verification } from './key-verifier.js'
 import type { Refusal, RequestOutcome } from './outcomes.js'
 import type { LimitKind } from './rate-limit/config.js'
 import type { RequestTarget } from './request-path.js'
-import type { ScopedRoute, SessionRoute } from './route-map.js'
+import type { ReportRoute, ScopedRoute, SessionRoute } from './route-map.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -36,10 +37,10 @@ declare module 'fastify' {
   }
 }
 
-export type GateDecision = Refused | DocumentDecision | SessionDecision | KeyDecision | KeyRefusal
+export type GateDecision = Refused | DocumentDecision | SessionDecision | ReportDecision | KeyDecision | KeyRefusal
 
 /** What the relay and the forwarder hand on: a request that goes to a backend. */
-export type ForwardedDecision = SessionDecision | KeyDecision
+export type ForwardedDecision = SessionDecision | ReportDecision | KeyDecision
 
 /** Refused before the gate knew what the request was for. */
 export class Refused {
@@ -81,6 +82,20 @@ export class SessionDecision {
     readonly client: string,
     readonly target: RequestTarget,
     readonly route: SessionRoute,
+  ) {}
+}
+
+/** A leak report: no key, no tenant headers, no cookies; its body goes to agency-service as it came. */
+export class ReportDecision {
+  readonly kind = 'report'
+  outcome: RequestOutcome | null = null
+  upstreamAt = 0
+  readonly tenant = null
+
+  constructor(
+    readonly client: string,
+    readonly target: RequestTarget,
+    readonly route: ReportRoute,
   ) {}
 }
 

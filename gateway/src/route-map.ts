@@ -49,7 +49,25 @@ export interface SessionRoute extends RouteBase {
   readonly audience: string
 }
 
-export type Route = ScopedRoute | SessionRoute
+/**
+ * A leak report (LEAK_REPORT_PATHS): no key, no tenant headers, its body forwarded byte for byte to
+ * agency-service, which authenticates GitHub's alerts itself and takes the revocation API's reports
+ * from anyone. Not written in the routes file: the gateway adds one per path, to the upstream of the
+ * file's agency-service route (leakReportRoutes).
+ */
+export interface ReportRoute extends RouteBase {
+  readonly auth: 'none'
+  readonly scope: null
+  readonly audience: string
+}
+
+export type Route = ScopedRoute | SessionRoute | ReportRoute
+
+/**
+ * The paths through which a leaked key is reported (agency-service/src/leaks/leak-routes.ts). They
+ * take no key: GitHub cannot hold one, and whoever finds a key must be able to kill it.
+ */
+export const LEAK_REPORT_PATHS = ['/v1/secret-scanning/github', '/v1/credentials/revoke'] as const
 
 /**
  * `tls:` of an `https://` route: the CA bundle that signs the backend's
@@ -253,6 +271,26 @@ function withAudiences(routes: readonly Route[]): Route[] {
   )
 }
 
+/**
+ * The leak-report routes, to agency-service: the upstream of the console route, else of the first
+ * scoped route signed for agency-service; none when the map reaches no agency-service (a gateway in
+ * front of other backends only), and the paths then need a key like any other.
+ */
+function leakReportRoutes(routes: readonly Route[]): ReportRoute[] {
+  const agency = routes.find((route) => route.auth === 'session') ?? routes.find((route) => route.audience === AGENCY_SERVICE_AUDIENCE)
+  if (agency === undefined) return []
+  const transport = agency.tls === undefined ? {} : { tls: agency.tls }
+  return LEAK_REPORT_PATHS.map((prefix, i) => ({
+    prefix,
+    upstream: agency.upstream,
+    ...transport,
+    index: routes.length + i,
+    auth: 'none',
+    scope: null,
+    audience: AGENCY_SERVICE_AUDIENCE,
+  }))
+}
+
 /** Parses and checks a route map; the thrown Error's message starts with `source` and names the problem. */
 export function parseRouteMap(text: string, source: string): RouteMap {
   try {
@@ -281,6 +319,8 @@ export function parseRouteMap(text: string, source: string): RouteMap {
         throw new Error(`route ${route.prefix}: every route to ${route.upstream} must have the same tls settings (they share its connections)`)
       transports.set(route.upstream, identity)
     }
+    for (const path of LEAK_REPORT_PATHS) if (seen.has(path)) throw new Error(`route ${path}: the gateway routes this path itself (leak reports)`)
+    routes.push(...leakReportRoutes(routes))
     const byLength = [...routes].sort((a, b) => b.prefix.length - a.prefix.length)
     return Object.freeze({ routes: Object.freeze(routes.map((route) => Object.freeze(route))), byLength: Object.freeze(byLength) })
   } catch (error) {

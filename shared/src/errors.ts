@@ -23,6 +23,8 @@ export const errorCatalog = {
   badPath: { status: 400, message: 'Malformed request path' },
   httpsRequired: { status: 403, message: 'HTTPS is required; this request was not processed' },
   invalidSignature: { status: 401, message: 'Request was not signed by the gateway' },
+  /** A secret-scanning alert without GitHub's valid signature (agency-service/src/leaks). */
+  githubSignature: { status: 401, message: 'Invalid or missing GitHub signature' },
   forbidden: { status: 403, message: 'You do not have permission to do this' },
   notFound: { status: 404, message: 'Not found' },
   agencyNotFound: { status: 404, message: 'Agency not found' },

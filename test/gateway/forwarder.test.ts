@@ -27,7 +27,7 @@ import { refusals } from '@scoped/gateway/outcomes'
 import { normalizeRequestTarget } from '@scoped/gateway/request-path'
 import type { GateDecision } from '@scoped/gateway/request-state'
 import { decorateRequestState, KeyDecision, SessionDecision } from '@scoped/gateway/request-state'
-import type { RouteMap, ScopedRoute, SessionRoute } from '@scoped/gateway/route-map'
+import type { Route, RouteMap, ScopedRoute, SessionRoute } from '@scoped/gateway/route-map'
 import { matchRoute, parseRouteMap } from '@scoped/gateway/route-map'
 import { Upstreams } from '@scoped/gateway/upstream'
 import type { ActiveKeyState, KeyState } from '@scoped/shared/key-state'
@@ -58,10 +58,7 @@ async function listen(t: Test, server: Server): Promise<number> {
   return (server.address() as AddressInfo).port
 }
 
-function routeOf(
-  routes: RouteMap,
-  request: FastifyRequest,
-): { route: ScopedRoute | SessionRoute; target: NonNullable<ReturnType<typeof normalizeRequestTarget>> } {
+function routeOf(routes: RouteMap, request: FastifyRequest): { route: Route; target: NonNullable<ReturnType<typeof normalizeRequestTarget>> } {
   const target = normalizeRequestTarget(request.raw.url ?? '')
   const route = target === undefined ? undefined : matchRoute(routes, target.path)
   if (target === undefined || route === undefined) throw new Error(`the test sent ${request.raw.url} to no route`)

@@ -23,6 +23,9 @@ t.test('a valid map: fields, order by longest prefix, upstream reduced to its or
       ['/v1/agency/sub-accounts', 'key', 'AGENCY', 'https://agency.internal:8443', 1],
       ['/console', 'session', null, up, 2],
       ['/v1', 'key', 'SUB-ACCOUNT', up, 3],
+      // Added by the gateway: the leak reports, to the console's upstream (agency-service).
+      ['/v1/secret-scanning/github', 'none', null, up, 4],
+      ['/v1/credentials/revoke', 'none', null, up, 5],
     ],
   )
   t.equal(matchRoute(map, '/v1/agency/sub-accounts/x')?.prefix, '/v1/agency/sub-accounts')
@@ -89,7 +92,7 @@ for (const [name, text, message] of invalid) {
 t.test('deploy/routes.yaml is the default map and holds the contract routes', async (t) => {
   t.match(defaultRoutesFile, /deploy\/routes\.yaml$/)
   const map = parseRouteMap(readFileSync(defaultRoutesFile, 'utf8'), defaultRoutesFile)
-  const summary = map.routes.map((route) => `${route.prefix} ${route.auth === 'session' ? 'session' : route.scope} ${route.upstream}`)
+  const summary = map.routes.map((route) => `${route.prefix} ${route.auth === 'key' ? route.scope : route.auth} ${route.upstream}`)
   t.same(summary, [
     '/v1/agency AGENCY http://127.0.0.1:4001',
     '/v1/agency/sub-accounts AGENCY http://127.0.0.1:4001',
@@ -99,6 +102,8 @@ t.test('deploy/routes.yaml is the default map and holds the contract routes', as
     '/v1/usage SUB-ACCOUNT http://127.0.0.1:4001',
     '/v1/request-log SUB-ACCOUNT http://127.0.0.1:4001',
     '/console session http://127.0.0.1:4001',
+    '/v1/secret-scanning/github none http://127.0.0.1:4001',
+    '/v1/credentials/revoke none http://127.0.0.1:4001',
   ])
   // Every API route limits each tenant (docs/operations.md, "Default rate limits"), sub-account routes each agency too.
   for (const route of map.routes) {

@@ -113,6 +113,17 @@ const acceptedSchema = {
   additionalProperties: false,
 } as const
 
+/** What the API description says of each (@fastify/swagger reads these beside the schemas). */
+const githubDocumentation = {
+  summary: 'Receive GitHub secret-scanning alerts',
+  description:
+    'GitHub’s secret-scanning partner protocol, for GitHub alone: authenticated by its `Github-Public-Key-Identifier` and `Github-Public-Key-Signature` headers (ECDSA P-256 with SHA-256 over the raw body) against `SECRET_SCANNING_KEYS_FILE`; a request GitHub did not sign is 401. Every active key found is revoked at once (unless `LEAKED_KEY_ACTION=notify`) and recorded as `key.leaked`.',
+}
+const reportDocumentation = {
+  summary: 'Report leaked keys',
+  description: `For anyone who finds a key: every active key among \`credentials\` (at most ${MAX_REPORTED_CREDENTIALS}) is revoked at once (unless \`LEAKED_KEY_ACTION=notify\`) and recorded as \`key.leaked\`. Always 202, whatever was found. A client address may send at least 60 reports an hour.`,
+}
+
 /** Stands for a body that is not JSON until the request's own checks have run (the signature first). */
 const NOT_JSON = Symbol('not JSON')
 
@@ -133,9 +144,10 @@ function githubRoute(app: FastifyInstance, { keys, config }: LeakRoutesOptions, 
     {
       bodyLimit: GITHUB_BODY_LIMIT,
       schema: {
+        ...githubDocumentation,
         querystring: NO_QUERY_SCHEMA,
         body: githubBodySchema,
-        response: { 200: githubAnswerSchema, 401: errorResponse('A missing or bad signature') },
+        response: { 200: githubAnswerSchema, 401: errorResponse('Not signed by GitHub') },
       },
       preValidation: async (request) => {
         const signed = config.githubKeys?.verify(
@@ -145,7 +157,7 @@ function githubRoute(app: FastifyInstance, { keys, config }: LeakRoutesOptions, 
         )
         if (signed !== true) {
           request.log.warn('secret-scanning alert refused: no valid GitHub signature')
-          throw new ApiError('invalidSignature', 'Invalid or missing GitHub signature')
+          throw new ApiError('githubSignature')
         }
         requireJson(request)
       },
@@ -174,6 +186,7 @@ function reportRoute(app: FastifyInstance, { keys, config, throttle = new Report
     {
       bodyLimit: REPORT_BODY_LIMIT,
       schema: {
+        ...reportDocumentation,
         querystring: NO_QUERY_SCHEMA,
         body: reportBodySchema,
         response: { 202: acceptedSchema, 429: errorResponse('Over the client’s allowance (with `Retry-After`)') },

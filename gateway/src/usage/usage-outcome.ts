@@ -43,4 +43,5 @@ export const USAGE_OUTCOME = {
   unknown: 'bad-request',
   session: 'bad-request',
   document: 'bad-request',
+  report: 'bad-request',
 } as const satisfies Record<RequestOutcome, UsageOutcome>
