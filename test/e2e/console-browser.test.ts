@@ -242,6 +242,9 @@ t.test('agency owners and sub-account members manage keys in the browser, throug
       await page.getByLabel('Allowed addresses', { exact: true }).fill('192.0.2.0/24')
       await screenshot(page, 'console-18-change-addresses')
       await page.getByRole('button', { name: 'Save addresses' }).click()
+      // The new key was just used from 127.0.0.1, which the new list leaves out: the page asks first.
+      await page.getByRole('heading', { name: 'This list would lock out the key’s current traffic' }).waitFor()
+      await page.getByRole('button', { name: 'Save anyway' }).click()
       await page.getByText('The key’s allowed addresses were changed.').waitFor()
       const refused = await stack.api('/v1/agents', newKey)
       t.equal(refused.status, 403, 'the very next request from outside the new list is refused')

@@ -23,7 +23,12 @@ const CHROMIUM_FLAGS = [
   '--disable-sync',
 ]
 
-export async function launchBrowser(t: Teardown, viewport?: { width: number; height: number }): Promise<BrowserContext> {
+/** `javaScriptEnabled: false`: a browser without script, for pages that must work without it. */
+export async function launchBrowser(
+  t: Teardown,
+  viewport?: { width: number; height: number },
+  options: { javaScriptEnabled?: boolean } = {},
+): Promise<BrowserContext> {
   const profile = mkdtempSync(join(tmpdir(), 'test-chromium-'))
   // playwright refuses --user-data-dir among the flags: a persistent context is how it takes a fresh profile directory.
   const context = await chromium.launchPersistentContext(profile, {
@@ -31,6 +36,7 @@ export async function launchBrowser(t: Teardown, viewport?: { width: number; hei
     headless: true,
     args: CHROMIUM_FLAGS,
     ignoreHTTPSErrors: true,
+    ...options,
     ...(viewport === undefined ? {} : { viewport }),
   })
   t.teardown(async () => {
