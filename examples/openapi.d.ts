@@ -759,17 +759,19 @@ export interface components {
         | 'sub-account.updated'
         | 'sub-account.deleted'
         | 'user.created'
+        | 'user.updated'
         | 'user.disabled'
         | 'user.password-changed'
         | 'user.signed-in'
         | 'user.sign-in-refused'
+        | 'membership.added'
         | 'membership.removed'
       /** Format: date-time */
       at: string
       actor: {
         /** @enum {string} */
-        kind: 'user' | 'cli' | 'key'
-        /** @description The user id (kind `user`), `ctl:<CTL_ACTOR>` (kind `cli`), or the API key id (kind `key`). */
+        kind: 'user' | 'cli' | 'key' | 'unattributed'
+        /** @description The user id (kind `user`), `ctl:<CTL_ACTOR>` (kind `cli`, self-declared), the API key id (kind `key`), or the database login of a change nobody named (kind `unattributed`). */
         id: string
       }
       /** Format: uuid */
@@ -1248,10 +1250,12 @@ export interface operations {
           | 'sub-account.updated'
           | 'sub-account.deleted'
           | 'user.created'
+          | 'user.updated'
           | 'user.disabled'
           | 'user.password-changed'
           | 'user.signed-in'
           | 'user.sign-in-refused'
+          | 'membership.added'
           | 'membership.removed'
         /** @description Only events about this key. */
         keyId?: string

@@ -309,19 +309,21 @@ CREATE CONSTRAINT TRIGGER sub_accounts_audit_update AFTER UPDATE ON sub_accounts
 -- An event about a user as a whole goes into the trail of each agency the
 -- user belongs to at the commit, with their role there; a user who belongs
 -- to none leaves no event (there is no trail to put it in).
-CREATE FUNCTION audit_write_user_event(kind text, subject uuid, changes jsonb) RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
+CREATE FUNCTION audit_write_user_event(kind text, subject uuid, changes jsonb, also text[] DEFAULT '{}') RETURNS void LANGUAGE plpgsql SECURITY DEFINER AS $$
 DECLARE
   m record;
 BEGIN
   FOR m IN SELECT am.agency_id, am.role, u.email FROM agency_memberships am JOIN users u ON u.id = am.user_id
             WHERE am.user_id = subject ORDER BY am.agency_id LOOP
     PERFORM audit_write(jsonb_build_object('type', kind, 'agency_id', m.agency_id, 'sub_account_id', NULL, 'user_id', subject,
-      'user_email', m.email, 'role', m.role, 'changes', changes));
+      'user_email', m.email, 'role', m.role, 'changes', changes), also);
   END LOOP;
 END $$;
 
 -- Users: disabled, password changed, or any other change (updated). A new
 -- user has no agency yet: their event is the membership's (user.created).
+-- A new hash of the same password (a stronger cost, at sign-in) is declared
+-- user.updated: the password did not change.
 CREATE FUNCTION users_audit() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
 DECLARE
   changes jsonb := audit_changes(to_jsonb(OLD), to_jsonb(NEW));
@@ -329,7 +331,7 @@ BEGIN
   IF OLD.disabled_at IS NULL AND NEW.disabled_at IS NOT NULL THEN
     PERFORM audit_write_user_event('user.disabled', NEW.id, changes);
   ELSIF NEW.password_hash IS DISTINCT FROM OLD.password_hash THEN
-    PERFORM audit_write_user_event('user.password-changed', NEW.id, changes);
+    PERFORM audit_write_user_event('user.password-changed', NEW.id, changes, ARRAY['user.updated']);
   ELSE
     PERFORM audit_write_user_event('user.updated', NEW.id, changes);
   END IF;
@@ -408,7 +410,7 @@ DECLARE
   fn text;
 BEGIN
   FOREACH fn IN ARRAY ARRAY['audit_events_chain()', 'audit_insert(jsonb)', 'audit_write(jsonb, text[])', 'audit_declare(jsonb)',
-      'audit_declarations_flush()', 'api_keys_audit()', 'sub_accounts_audit()', 'audit_write_user_event(text, uuid, jsonb)', 'users_audit()',
+      'audit_declarations_flush()', 'api_keys_audit()', 'sub_accounts_audit()', 'audit_write_user_event(text, uuid, jsonb, text[])', 'users_audit()',
       'console_sessions_audit()', 'agency_memberships_audit()', 'sub_account_memberships_audit()'] LOOP
     EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', fn, current_schema());
     EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', fn);
@@ -433,7 +435,7 @@ DROP FUNCTION sub_account_memberships_audit();
 DROP FUNCTION agency_memberships_audit();
 DROP FUNCTION console_sessions_audit();
 DROP FUNCTION users_audit();
-DROP FUNCTION audit_write_user_event(text, uuid, jsonb);
+DROP FUNCTION audit_write_user_event(text, uuid, jsonb, text[]);
 DROP FUNCTION sub_accounts_audit();
 DROP FUNCTION api_keys_audit();
 DROP FUNCTION audit_declarations_flush();

@@ -1,6 +1,8 @@
 /**
  * Who did something, for the audit trail: a console user (by user id), an
- * operator through `ctl` (`ctl:<CTL_ACTOR>`), or an API key (by key id), and
+ * operator through `ctl` (`ctl:<CTL_ACTOR>`), or an API key (by key id), or,
+ * for a change nobody named (written by the database's triggers, migration
+ * 015), `unattributed` with the database login that made it; and
  * the client address it came from when there is one (the console and the API
  * read request.ip, which is the address the gateway signed for the request,
  * shared/src/signed-client-address.ts; ctl has none).
@@ -11,7 +13,7 @@
  */
 import { normalizeAddress } from '@scoped/shared/ip-address'
 
-export type ActorKind = 'user' | 'cli' | 'key'
+export type ActorKind = 'user' | 'cli' | 'key' | 'unattributed'
 
 export interface Actor {
   kind: ActorKind
@@ -42,6 +44,8 @@ export function actorText(actor: Actor): string {
       return `api-key:${actor.id}`
     case 'cli':
       return actor.id
+    case 'unattributed':
+      return `unattributed:${actor.id}`
   }
 }
 

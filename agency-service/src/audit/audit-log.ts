@@ -30,10 +30,12 @@ export const auditEventTypes = [
   'sub-account.updated',
   'sub-account.deleted',
   'user.created',
+  'user.updated',
   'user.disabled',
   'user.password-changed',
   'user.signed-in',
   'user.sign-in-refused',
+  'membership.added',
   'membership.removed',
 ] as const
 export type AuditEventType = (typeof auditEventTypes)[number]
@@ -87,7 +89,16 @@ export interface AuditRecord extends AuditEvent {
   user: AuditSubjectUser | null
   /** How many refusals a coalesced user.sign-in-refused event stands for; null on every other event. */
   refusals: number | null
+  /** For an update: the before and after of each column that changed (never a hash or a secret); null otherwise. */
+  changes: AuditChanges | null
+  /**
+   * The database login that wrote the change (null before migration 015): what
+   * the database itself vouches for, where the actor is what the writer declared.
+   */
+  databaseLogin: string | null
 }
+
+export type AuditChanges = Record<string, { before: unknown; after: unknown }>
 
 export interface AuditFilters {
   type?: AuditEventType
@@ -117,10 +128,12 @@ interface AuditRow {
   user_email: string | null
   role: Role | null
   refusals: number | null
+  changes: AuditChanges | null
+  database_login: string | null
 }
 
 const COLUMNS =
-  'id, type, at, actor_kind, actor_id, sub_account_id, key_id, key_name, scope, host(client_address) AS client_address, user_id, user_email, role, refusals'
+  'id, type, at, actor_kind, actor_id, sub_account_id, key_id, key_name, scope, host(client_address) AS client_address, user_id, user_email, role, refusals, changes, database_login'
 
 function toRecord(row: AuditRow): AuditRecord {
   return {
@@ -135,6 +148,8 @@ function toRecord(row: AuditRow): AuditRecord {
     scope: row.scope,
     user: row.user_id === null || row.user_email === null ? null : { id: row.user_id, email: row.user_email, role: row.role },
     refusals: row.refusals,
+    changes: row.changes,
+    databaseLogin: row.database_login,
   }
 }
 

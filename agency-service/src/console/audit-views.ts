@@ -20,10 +20,12 @@ const typeNames: Record<AuditEventType, string> = {
   'sub-account.updated': 'Default key rate limit changed',
   'sub-account.deleted': 'Sub-account deleted',
   'user.created': 'User created',
+  'user.updated': 'User changed',
   'user.disabled': 'User disabled',
   'user.password-changed': 'Password changed',
   'user.signed-in': 'Signed in',
   'user.sign-in-refused': 'Sign-in refused',
+  'membership.added': 'Membership added',
   'membership.removed': 'Membership removed',
 }
 
@@ -35,6 +37,8 @@ function actorCell(event: AuditRecord, names: AuditNames): SafeHtml {
       return html`API key <strong>${names.keys.get(event.actor.id) ?? ''}</strong> <code>${event.actor.id}</code>`
     case 'cli':
       return html`Operator <code>${event.actor.id}</code>`
+    case 'unattributed':
+      return html`Unattributed, by database login <code>${event.actor.id}</code>`
   }
 }
 

@@ -311,7 +311,15 @@ function signedIn(
 async function rehash(request: FastifyRequest, pool: Pool, user: { id: string; password_hash: string }, password: string): Promise<void> {
   try {
     const stronger = await hashPassword(password)
-    await pool.query(`UPDATE users SET password_hash = $2 WHERE id = $1 AND password_hash = $3`, [user.id, stronger, user.password_hash])
+    await inTransaction(pool, async (client) => {
+      const updated = await client.query<{ id: string; email: string }>(
+        `UPDATE users SET password_hash = $2 WHERE id = $1 AND password_hash = $3 RETURNING id, email`,
+        [user.id, stronger, user.password_hash],
+      )
+      // The same password, hashed anew: user.updated, not a password change (migration 015).
+      const changed = updated.rows[0]
+      if (changed !== undefined) await recordUserEvent(client, 'user.updated', changed, userActor(user.id, request.ip))
+    })
     request.log.info({ userId: user.id }, 'console: password hash upgraded to the current cost')
   } catch (error) {
     request.log.warn({ err: error, userId: user.id }, 'console: could not upgrade a password hash')

@@ -51,8 +51,12 @@ const itemSchema = {
     actor: {
       type: 'object',
       properties: {
-        kind: { type: 'string', enum: ['user', 'cli', 'key'] },
-        id: { type: 'string', description: 'The user id (kind `user`), `ctl:<CTL_ACTOR>` (kind `cli`), or the API key id (kind `key`).' },
+        kind: { type: 'string', enum: ['user', 'cli', 'key', 'unattributed'] },
+        id: {
+          type: 'string',
+          description:
+            'The user id (kind `user`), `ctl:<CTL_ACTOR>` (kind `cli`, self-declared), the API key id (kind `key`), or the database login of a change nobody named (kind `unattributed`).',
+        },
       },
       required: ['kind', 'id'],
       additionalProperties: false,

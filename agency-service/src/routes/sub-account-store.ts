@@ -99,12 +99,19 @@ export class SubAccountStore {
     }
   }
 
-  async rename(agencyId: string, id: string, name: string): Promise<SubAccount | undefined> {
-    const { rows } = await this.pool.query<SubAccountRow>(
-      `UPDATE sub_accounts SET name = $3, updated_at = now() WHERE agency_id = $1 AND id = $2 RETURNING *`,
-      [agencyId, id, name],
-    )
-    return rows[0] && toItem(rows[0])
+  /** A rename is a change like any (sub-account.updated, by `actor`; unattributed when none is given). */
+  async rename(agencyId: string, id: string, name: string, actor?: ActorInput): Promise<SubAccount | undefined> {
+    return inTransaction(this.pool, async (client) => {
+      const { rows } = await client.query<SubAccountRow>(`UPDATE sub_accounts SET name = $3, updated_at = now() WHERE agency_id = $1 AND id = $2 RETURNING *`, [
+        agencyId,
+        id,
+        name,
+      ])
+      const row = rows[0]
+      if (row === undefined) return undefined
+      if (actor !== undefined) await recordAuditEvent(client, { type: 'sub-account.updated', actor: toActor(actor), agencyId, subAccountId: row.id })
+      return toItem(row)
+    })
   }
 
   /** The agency's sub-account's default key rate limit (setKeyRateLimit); undefined when the agency has no such sub-account. */

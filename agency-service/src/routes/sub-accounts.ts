@@ -108,10 +108,9 @@ export async function subAccountRoutes(app: FastifyInstance, options: { pool: Po
       const agencyId = request.tenant.agencyId
       // Checked before anything is saved, so a bad limit never leaves a rename behind.
       if (keyRateLimit !== undefined) checkedRateLimit(keyRateLimit, KEY_RATE_LIMIT_FIELDS)
-      let item = name === undefined ? await store.find(agencyId, id) : await store.rename(agencyId, id, requireName(name, 'body.name'))
-      if (item !== undefined && keyRateLimit !== undefined) {
-        item = await store.setKeyRateLimit(agencyId, id, keyRateLimit, keyActor(request.tenant.keyId, request.ip))
-      }
+      const actor = keyActor(request.tenant.keyId, request.ip)
+      let item = name === undefined ? await store.find(agencyId, id) : await store.rename(agencyId, id, requireName(name, 'body.name'), actor)
+      if (item !== undefined && keyRateLimit !== undefined) item = await store.setKeyRateLimit(agencyId, id, keyRateLimit, actor)
       if (item === undefined) throw notFound()
       return { success: true, data: item }
     },

@@ -12,7 +12,7 @@ import type { AuditEventType } from '../audit/audit-log.js'
 import { recordAuditEvent } from '../audit/audit-log.js'
 import type { Role } from './roles.js'
 
-export type UserEventType = Extract<AuditEventType, 'user.disabled' | 'user.password-changed' | 'user.signed-in' | 'user.sign-in-refused'>
+export type UserEventType = Extract<AuditEventType, 'user.updated' | 'user.disabled' | 'user.password-changed' | 'user.signed-in' | 'user.sign-in-refused'>
 
 export interface EventUser {
   id: string
