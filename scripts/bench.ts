@@ -48,7 +48,7 @@ import { runRounds, warmUp } from './bench/rounds.js'
 import { sideBySide, sideRate } from './bench/side-by-side.js'
 import { loadGenerator, NODE_CLIENT } from './bench/load-generator.js'
 import { SOAK_WARM_UP_SECONDS, soak } from './bench/soak.js'
-import { BARE, GATEWAY, NO_CHECKS } from './bench/summary.js'
+import { BARE, GATEWAY, GATEWAY_RESTRICTED, NO_CHECKS } from './bench/summary.js'
 
 function whole(name: string, fallback: number, min: number): number {
   const text = process.env[name]?.trim()
@@ -114,12 +114,14 @@ async function main(): Promise<void> {
     const tenant = await createTenant(pool)
     const warmKey = generateKey()
     await insertKeys(pool, tenant, [warmKey], 'bench warm key')
+    const restrictedKey = generateKey()
+    await insertKeys(pool, tenant, [restrictedKey], 'bench restricted key', ['agents:read', 'calls:write', 'contacts:read'])
 
     progress(`inserting ${settings.keys} keys into api_keys, then 2 000 lookups of unknown keys`)
     const million = await millionKeys(db.url, tenant, settings.keys)
 
     const setup = { databaseUrl: db.url, redisUrl, redisPrefix }
-    const targets = await startTargets(run, setup, warmKey)
+    const targets = await startTargets(run, setup, warmKey, restrictedKey)
     const measured = await measureTargets(settings, targets, () =>
       coldPaths(pool, tenant, targets.gateway, () => startGateway('warming replica', targets.setup)),
     )
@@ -155,12 +157,17 @@ async function main(): Promise<void> {
 }
 
 /** The upstream, the bare proxy, the no-check forwarder, nginx when installed, and the gateway, all started; in the order they are measured. */
-async function startTargets(run: BenchRun, stores: Pick<GatewaySetup, 'databaseUrl' | 'redisUrl' | 'redisPrefix'>, warmKey: string): Promise<Targets> {
+async function startTargets(
+  run: BenchRun,
+  stores: Pick<GatewaySetup, 'databaseUrl' | 'redisUrl' | 'redisPrefix'>,
+  warmKey: string,
+  restrictedKey: string,
+): Promise<Targets> {
   const { work, running } = run
   const tls = await certificate(work)
   const [upstreamPort, barePort, noChecksPort] = [await freePort(), await freePort(), await freePort()]
   const routesFile = join(work, 'routes.yaml')
-  writeFileSync(routesFile, `routes:\n  - prefix: /v1/agents\n    scope: SUB-ACCOUNT\n    upstream: http://127.0.0.1:${upstreamPort}\n`)
+  writeFileSync(routesFile, `routes:\n  - prefix: /v1/agents\n    scope: SUB-ACCOUNT\n    upstream: http://127.0.0.1:${upstreamPort}\n    permission: agents\n`)
   const upstream = await startNode('upstream', 'scripts/bench/upstream.ts', [String(upstreamPort)], {}, /upstream ready/)
   running.push(upstream)
   const proxyArguments = (port: number): string[] => [String(port), String(upstreamPort), tls.certFile, tls.keyFile]
@@ -192,7 +199,9 @@ async function startTargets(run: BenchRun, stores: Pick<GatewaySetup, 'databaseU
   const all: Target[] = [{ name: 'upstream alone', origin: `http://127.0.0.1:${upstreamPort}`, headers: {}, pid: upstream.pid }, bareTarget]
   const nginx = await startNginxTarget(run, upstreamPort, tls)
   if (nginx !== null) all.push(nginx)
-  all.push(noChecksTarget, gatewayTarget)
+  // The same gateway with a restricted key that may read the route: the permission check on every request.
+  const restrictedTarget: Target = { ...gatewayTarget, name: GATEWAY_RESTRICTED, headers: { authorization: `Bearer ${restrictedKey}` } }
+  all.push(noChecksTarget, gatewayTarget, restrictedTarget)
   return { all, bare: bareTarget, noChecks: noChecksTarget, gateway: gatewayTarget, setup }
 }
 

@@ -47,11 +47,12 @@ export async function createTenant(pool: Pool): Promise<Tenant> {
  * Inserts SUB-ACCOUNT keys of the tenant's sub-account, straight into the
  * table: the limit of 25 active keys is the key service's, not the table's.
  */
-export async function insertKeys(pool: Pool, tenant: Tenant, keys: readonly string[], name: string): Promise<void> {
+/** `permissions`: a restricted key's list (null: unrestricted, as every key before migration 016). */
+export async function insertKeys(pool: Pool, tenant: Tenant, keys: readonly string[], name: string, permissions: string[] | null = null): Promise<void> {
   await pool.query(
-    `INSERT INTO api_keys (scope, agency_id, sub_account_id, name, key_hash, hint, created_by)
-     SELECT 'SUB-ACCOUNT', $1, $2, $3, h.hash, h.hint, 'bench' FROM unnest($4::text[], $5::text[]) AS h(hash, hint)`,
-    [tenant.agencyId, tenant.subAccountId, name, keys.map(hashKey), keys.map(keyHint)],
+    `INSERT INTO api_keys (scope, agency_id, sub_account_id, name, key_hash, hint, created_by, permissions)
+     SELECT 'SUB-ACCOUNT', $1, $2, $3, h.hash, h.hint, 'bench', $6::text[] FROM unnest($4::text[], $5::text[]) AS h(hash, hint)`,
+    [tenant.agencyId, tenant.subAccountId, name, keys.map(hashKey), keys.map(keyHint), permissions],
   )
 }
 

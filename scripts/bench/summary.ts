@@ -10,6 +10,8 @@ import { median } from './stats.js'
 export const GATEWAY = 'gateway'
 export const BARE = 'bare proxy'
 export const NO_CHECKS = 'forwarder, no checks'
+/** The gateway again, with a restricted key (issue 30): the permission check should cost nothing measurable. */
+export const GATEWAY_RESTRICTED = 'gateway, restricted key'
 
 export interface TargetSummary {
   target: string
