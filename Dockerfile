@@ -3,6 +3,7 @@
 #   node agency-service/dist/main.js
 #   node resource-service/dist/main.js
 #   node agency-service/dist/ctl.js migrate   (and every other ctl command)
+#   node gateway/dist/internal-certificates.js <dir> …   (compose's certs job)
 # The build stage compiles TypeScript; the runtime stage holds production
 # dependencies and compiled JavaScript only, and runs as an unprivileged user.
 
@@ -54,7 +55,13 @@ COPY deploy/openapi.json deploy/openapi.json
 # The code stays root-owned and read-only for the process. .data is the one
 # writable place: the gateway writes its development certificate there when
 # TLS_CERT_FILE and TLS_KEY_FILE are unset.
-RUN mkdir .data && chown 10001:10001 .data
+# The internal hop's certificates: the mount points of compose's volumes, owned
+# by the process's user (a new volume takes its mount point's owner), and only
+# theirs.
+RUN mkdir .data && chown 10001:10001 .data \
+ && mkdir -p /internal-tls/ca /internal-tls/agency-service /internal-tls/resource-service /internal-tls/gateway /etc/scoped-api/internal-tls \
+ && chown 10001:10001 /internal-tls/* /etc/scoped-api/internal-tls \
+ && chmod 0700 /internal-tls/* /etc/scoped-api/internal-tls
 USER 10001:10001
-EXPOSE 8443 8080 9090 4001 4002
+EXPOSE 8443 8080 9090 4001 4002 4011 4012
 CMD ["node", "gateway/dist/main.js"]

@@ -140,6 +140,7 @@ function printWelcome(stack: {
   say(`  console            https://localhost:${gatewayPort}/console/`)
   say(`  plain HTTP         http://localhost:${httpPort}   (rejects every request)`)
   say(`  operations         http://127.0.0.1:${adminPort}/healthz  /readyz  /metrics`)
+  say(`  gateway → backends plain HTTP on loopback (127.0.0.1 only); the compose and Kubernetes deployments use mutual TLS`)
   say(`  database           ${stack.embedded ? `embedded Postgres, ${stack.databaseUrl}` : 'DATABASE_URL'}`)
   say(`  cache              ${stack.redis ? 'Redis (REDIS_URL)' : 'none (one gateway replica; set REDIS_URL for more)'}`)
   say(

@@ -10,7 +10,7 @@ import t from 'tap'
 import { parseRouteMap } from '@scoped/gateway/route-map'
 import { parseYamlDocument, readProjectFile } from './deploy-files.js'
 import { projectRoot } from '../helpers/processes.js'
-import { rawRoutes, routeLimits, routeShapes } from './route-files.js'
+import { rawRoutes, routeLimits, routeShapes, withoutTlsFiles } from './route-files.js'
 
 interface ComposeService {
   image?: string
@@ -54,11 +54,12 @@ function envFiles(entry: ComposeService): string[] {
   return files.map((file) => (typeof file === 'string' ? file : file.path))
 }
 
-const appServices = ['migrate', 'agency-service', 'resource-service', 'gateway']
-const longRunning: Array<[string, string, string]> = [
-  ['agency-service', 'AGENCY_SERVICE_PORT', 'AGENCY_SERVICE_HOST'],
-  ['resource-service', 'RESOURCE_SERVICE_PORT', 'RESOURCE_SERVICE_HOST'],
-  ['gateway', 'GATEWAY_ADMIN_PORT', 'GATEWAY_ADMIN_HOST'],
+const appServices = ['certs', 'migrate', 'agency-service', 'resource-service', 'gateway']
+/** Each long-running service: the port it serves on, its host variable, and the port its health check probes. */
+const longRunning: Array<[string, string, string, string]> = [
+  ['agency-service', 'AGENCY_SERVICE_PORT', 'AGENCY_SERVICE_HOST', 'AGENCY_SERVICE_HEALTH_PORT'],
+  ['resource-service', 'RESOURCE_SERVICE_PORT', 'RESOURCE_SERVICE_HOST', 'RESOURCE_SERVICE_HEALTH_PORT'],
+  ['gateway', 'GATEWAY_ADMIN_PORT', 'GATEWAY_ADMIN_HOST', 'GATEWAY_ADMIN_PORT'],
 ]
 
 /** The variables compose.yaml itself sets; parsed from deploy/.env.example. */
@@ -70,7 +71,7 @@ const envExample = new Map(
 )
 
 t.test('the stack: Postgres, Redis, migrations, both backends, the gateway', async (t) => {
-  t.same(Object.keys(services).sort(), ['agency-service', 'gateway', 'migrate', 'postgres', 'redis', 'resource-service'])
+  t.same(Object.keys(services).sort(), ['agency-service', 'certs', 'gateway', 'migrate', 'postgres', 'redis', 'resource-service'])
   const images = new Set(appServices.map((name) => service(name).image))
   t.equal(images.size, 1, 'one image for every process')
 })
@@ -115,9 +116,9 @@ t.test('every process runs a compiled entry point that has a source file', async
   }
 })
 
-/** A value that compose takes from deploy/.env: `${NAME}` or `${NAME:?message}`, NAME documented in the example. */
+/** A value that compose takes from deploy/.env: `${NAME}`, `${NAME:?message}` or `${NAME:-}`, NAME documented in the example. */
 function fromEnvFile(value: string): string | undefined {
-  const name = /^\$\{([A-Z_]+)(?::\?[^}]*)?\}$/.exec(value)?.[1]
+  const name = /^\$\{([A-Z_]+)(?::\?[^}]*|:-)?\}$/.exec(value)?.[1]
   return name !== undefined && envExample.has(name) ? name : undefined
 }
 
@@ -128,22 +129,25 @@ t.test('secrets come from deploy/.env only, never as literal values', async (t) 
       t.notMatch(value, /:\/\/[^/@]*:[^/@]*@/, `${name}: ${variable} carries no credentials`)
     }
   }
-  for (const name of [...appServices, 'postgres', 'redis']) t.same(envFiles(service(name)), ['.env'], `${name} reads deploy/.env`)
+  for (const name of [...appServices, 'postgres', 'redis']) t.same(envFiles(service(name)), [], `${name} is not handed the whole deploy/.env`)
   t.same(
     [...envExample.keys()].sort(),
     [
       'AGENCY_DATABASE_URL',
       'AGENCY_DB_PASSWORD',
+      'AGENCY_SERVICE_SIGNING_SECRET',
+      'AGENCY_SERVICE_SIGNING_SECRET_PREVIOUS',
       'DATABASE_URL',
       'GATEWAY_DATABASE_URL',
       'GATEWAY_DB_PASSWORD',
+      'KEY_CACHE_SECRET',
       'POSTGRES_PASSWORD',
       'REDIS_PASSWORD',
       'REDIS_URL',
       'RESOURCE_DATABASE_URL',
       'RESOURCE_DB_PASSWORD',
-      'TENANT_SIGNING_SECRET',
-      'TENANT_SIGNING_SECRET_PREVIOUS',
+      'RESOURCE_SERVICE_SIGNING_SECRET',
+      'RESOURCE_SERVICE_SIGNING_SECRET_PREVIOUS',
     ],
     'deploy/.env.example documents every secret',
   )
@@ -164,15 +168,60 @@ t.test('containers run as the unprivileged user, without capabilities', async (t
   }
 })
 
-for (const [name, portVariable, hostVariable] of longRunning) {
+for (const [name, , hostVariable, probeVariable] of longRunning) {
   t.test(`${name}: health check on /readyz at the port it listens on, reachable from other containers`, async (t) => {
     const entry = service(name)
     const env = environment(entry)
     t.equal(env[hostVariable], '0.0.0.0', `${hostVariable} listens beyond the container's loopback`)
     const test = Array.isArray(entry.healthcheck?.test) ? entry.healthcheck.test.join(' ') : (entry.healthcheck?.test ?? '')
-    t.match(test, `http://127.0.0.1:${env[portVariable]}/readyz`, `probes ${portVariable}=${env[portVariable]}`)
+    t.match(test, `http://127.0.0.1:${env[probeVariable]}/readyz`, `probes ${probeVariable}=${env[probeVariable]}`)
   })
 }
+
+t.test('TLS inside by default: a one-shot job makes the certificates, each service mounts only its own', async (t) => {
+  const certs = service('certs')
+  t.equal(certs.restart, 'no', 'a one-shot job')
+  t.same(
+    certs.command?.slice(3).sort(),
+    ['client:gateway', 'server:agency-service', 'server:resource-service'],
+    'a server certificate per backend, a client one for the gateway',
+  )
+  const root = certs.command?.[2] ?? ''
+  const jobVolumes = new Map((certs.volumes ?? []).map((volume) => [volume.split(':')[1], volume.split(':')[0]]))
+  t.equal(jobVolumes.get(`${root}/ca`), 'internal-ca', 'the CA key lies in a volume of its own')
+  for (const name of ['agency-service', 'resource-service', 'gateway']) {
+    const entry = service(name)
+    const volume = jobVolumes.get(`${root}/${name}`)
+    t.ok(volume, `${name}'s certificate lies in a volume of its own`)
+    t.ok(entry.volumes?.includes(`${volume}:/etc/scoped-api/internal-tls:ro`), `${name} mounts its own, read-only`)
+    const others = [...jobVolumes.values()].filter((other) => other !== volume)
+    t.notOk(
+      entry.volumes?.some((mount) => others.includes(mount.split(':')[0]!)),
+      `${name} mounts no other's key, nor the CA's`,
+    )
+    const dependencies = entry.depends_on
+    if (!Array.isArray(dependencies) && name !== 'gateway') {
+      t.equal(dependencies?.certs?.condition, 'service_completed_successfully', `${name} starts after the certificates are made`)
+    }
+  }
+  for (const [name, portVariable] of longRunning.slice(0, 2)) {
+    const env = environment(service(name))
+    const prefix = portVariable.replace(/_PORT$/, '')
+    t.same(
+      [env[`${prefix}_TLS_CERT_FILE`], env[`${prefix}_TLS_KEY_FILE`], env[`${prefix}_TLS_CLIENT_CA_FILE`]],
+      ['/etc/scoped-api/internal-tls/tls.crt', '/etc/scoped-api/internal-tls/tls.key', '/etc/scoped-api/internal-tls/ca.crt'],
+      `${name} listens with mutual TLS, with its mounted certificate`,
+    )
+  }
+  for (const route of rawRoutes(readProjectFile('deploy/routes.compose.yaml'), 'deploy/routes.compose.yaml')) {
+    t.match(route.upstream, /^https:\/\//, `${route.prefix}: an https upstream`)
+    t.same(
+      route.tls,
+      { caFile: '/etc/scoped-api/internal-tls/ca.crt', certFile: '/etc/scoped-api/internal-tls/tls.crt', keyFile: '/etc/scoped-api/internal-tls/tls.key' },
+      `${route.prefix}: the internal CA and the gateway's client certificate`,
+    )
+  }
+})
 
 t.test('Postgres and Redis have health checks the others wait on', async (t) => {
   t.ok(service('postgres').healthcheck?.test, 'Postgres health check')
@@ -193,7 +242,7 @@ t.test('the gateway reads a route map whose upstreams are the compose services',
   const mount = gateway.volumes?.find((volume) => volume.split(':')[1] === routesFile)
   t.equal(mount, `./routes.compose.yaml:${routesFile}:ro`, 'ROUTES_FILE is deploy/routes.compose.yaml, mounted read-only')
   const text = readProjectFile('deploy/routes.compose.yaml')
-  t.doesNotThrow(() => parseRouteMap(text, 'deploy/routes.compose.yaml'), 'the gateway accepts it')
+  t.doesNotThrow(() => parseRouteMap(withoutTlsFiles(text, 'deploy/routes.compose.yaml'), 'deploy/routes.compose.yaml'), 'the gateway accepts it')
   for (const route of rawRoutes(text, 'deploy/routes.compose.yaml')) {
     const upstream = new URL(route.upstream)
     const target = services[upstream.hostname]
@@ -217,7 +266,7 @@ t.test('least privilege: each service connects as its own login; only the migrat
   ]
   for (const [name, variable] of own)
     t.equal(fromEnvFile(environment(service(name))['DATABASE_URL'] ?? ''), variable, `${name}: DATABASE_URL is ${variable} from deploy/.env`)
-  t.equal(environment(service('migrate'))['DATABASE_URL'], undefined, "migrate uses deploy/.env's DATABASE_URL, the owner's")
+  t.equal(fromEnvFile(environment(service('migrate'))['DATABASE_URL'] ?? ''), 'DATABASE_URL', "migrate uses deploy/.env's DATABASE_URL, the owner's")
   const example = readProjectFile('deploy/.env.example')
   for (const [login, password] of [
     ['gateway', 'GATEWAY_DB_PASSWORD'],

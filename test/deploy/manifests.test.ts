@@ -22,7 +22,7 @@ import type {
   PodTemplate,
   Service,
 } from './deploy-files.js'
-import { rawRoutes, routeLimits, routeShapes } from './route-files.js'
+import { rawRoutes, routeLimits, routeShapes, withoutTlsFiles } from './route-files.js'
 
 const kustomization = parseYamlDocument(readProjectFile('deploy/kubernetes/kustomization.yaml'), 'kustomization.yaml') as Kustomization
 const resourceFiles = kustomization.resources ?? []
@@ -107,7 +107,12 @@ t.test('the migration Job runs the migrate command of the CLI', async (t) => {
 t.test('every Deployment runs a compiled entry point of its own package', async (t) => {
   for (const workload of deployments) {
     const name = workload.metadata.name
-    t.same(containerOf(workload).command, ['node', `${name}/dist/main.js`], name)
+    const command = containerOf(workload).command ?? []
+    t.same([command[0], command.at(-1)], ['node', `${name}/dist/main.js`], name)
+    t.ok(
+      command.slice(1, -1).every((flag) => /^--max-old-space-size=\d+$/.test(flag)),
+      `${name}: node flags on the command line, not in NODE_OPTIONS`,
+    )
   }
 })
 
@@ -121,10 +126,11 @@ t.test('every Deployment selects exactly its own pods', async (t) => {
   }
 })
 
+/** The port the probes reach: the gateway's operations listener, the backends' health listeners (they cannot present the gateway's certificate). */
 const probedPorts: Array<[string, string, number]> = [
   ['gateway', 'GATEWAY_ADMIN_PORT', 9090],
-  ['agency-service', 'AGENCY_SERVICE_PORT', 4001],
-  ['resource-service', 'RESOURCE_SERVICE_PORT', 4002],
+  ['agency-service', 'AGENCY_SERVICE_HEALTH_PORT', 4011],
+  ['resource-service', 'RESOURCE_SERVICE_HEALTH_PORT', 4012],
 ]
 
 for (const [name, portVariable, port] of probedPorts) {
@@ -140,7 +146,7 @@ for (const [name, portVariable, port] of probedPorts) {
       t.equal(resolvePort(container.startupProbe.httpGet?.port, containers), port)
     }
     t.equal(envValue(container, portVariable), String(port), `${portVariable} is the probed port`)
-    const hostVariable = portVariable.replace(/_PORT$/, '_HOST')
+    const hostVariable = portVariable.replace(/(_HEALTH)?_PORT$/, '_HOST')
     t.equal(envValue(container, hostVariable), '0.0.0.0', `${hostVariable} lets the kubelet reach the pod IP`)
   })
 }
@@ -235,7 +241,7 @@ t.test('the gateway reads TLS from a Secret and the route map from the generated
 
 t.test("the ConfigMap's routes.yaml is a valid route map with upstreams at the backend Services", async (t) => {
   const text = readProjectFile('deploy/kubernetes/routes.yaml')
-  t.doesNotThrow(() => parseRouteMap(text, 'deploy/kubernetes/routes.yaml'), 'the gateway accepts it')
+  t.doesNotThrow(() => parseRouteMap(withoutTlsFiles(text, 'deploy/kubernetes/routes.yaml'), 'deploy/kubernetes/routes.yaml'), 'the gateway accepts it')
   const routes = rawRoutes(text, 'deploy/kubernetes/routes.yaml')
   t.ok(routes.length > 0)
   for (const route of routes) {
@@ -251,6 +257,54 @@ t.test("the ConfigMap's routes.yaml is a valid route map with upstreams at the b
   const defaults = readProjectFile('deploy/routes.yaml')
   t.same(routeShapes(routes), routeShapes(rawRoutes(defaults, 'deploy/routes.yaml')), 'the same routes as deploy/routes.yaml')
   t.same(routeLimits(text, 'deploy/kubernetes/routes.yaml'), routeLimits(defaults, 'deploy/routes.yaml'), 'and the same rate limits')
+})
+
+t.test('TLS inside by default: cert-manager makes each certificate into a Secret that only its Deployment mounts', async (t) => {
+  const certificates = manifests.filter((m) => m.kind === 'Certificate') as Array<
+    Manifest & { spec: { secretName: string; isCA?: boolean; dnsNames?: string[]; usages?: string[]; issuerRef: { name: string } } }
+  >
+  const issuers = manifests.filter((m) => m.kind === 'Issuer') as Array<Manifest & { spec: { ca?: { secretName: string } } }>
+  const ca = certificates.find((c) => c.spec.isCA === true)
+  t.ok(ca, 'a private CA')
+  const caIssuer = issuers.find((issuer) => issuer.spec.ca?.secretName === ca?.spec.secretName)
+  t.ok(caIssuer, 'an Issuer signs with it')
+  const secretOf = (workload: Deployment): string | undefined => {
+    const mount = containerOf(workload).volumeMounts?.find((m) => m.mountPath === '/etc/scoped-api/internal-tls')
+    return workload.spec.template.spec.volumes?.find((v) => v.name === mount?.name)?.secret?.secretName
+  }
+  for (const workload of [...backends, gateway]) {
+    const name = workload.metadata.name
+    const certificate = certificates.find((c) => c.spec.secretName === secretOf(workload))
+    t.ok(certificate, `${name} mounts a Certificate's Secret at /etc/scoped-api/internal-tls`)
+    t.equal(certificate?.spec.issuerRef.name, caIssuer?.metadata.name, `${name}: issued by the private CA`)
+    t.same(
+      certificate?.spec.usages,
+      ['digital signature', name === 'gateway' ? 'client auth' : 'server auth'],
+      `${name}: ${name === 'gateway' ? 'a client' : 'a server'} certificate only`,
+    )
+    if (name !== 'gateway') t.same(certificate?.spec.dnsNames, [name], `${name}: named as the gateway dials it`)
+    for (const other of [...backends, gateway].filter((candidate) => candidate !== workload)) {
+      t.not(secretOf(other), secretOf(workload), `${name}'s key is not mounted by ${other.metadata.name}`)
+    }
+    t.notOk(JSON.stringify(workload.spec.template.spec.volumes).includes(ca?.spec.secretName ?? '-'), `${name} does not mount the CA's key`)
+  }
+  for (const workload of backends) {
+    const prefix = workload.metadata.name.toUpperCase().replace('-', '_')
+    const container = containerOf(workload)
+    t.same(
+      [envValue(container, `${prefix}_TLS_CERT_FILE`), envValue(container, `${prefix}_TLS_KEY_FILE`), envValue(container, `${prefix}_TLS_CLIENT_CA_FILE`)],
+      ['/etc/scoped-api/internal-tls/tls.crt', '/etc/scoped-api/internal-tls/tls.key', '/etc/scoped-api/internal-tls/ca.crt'],
+      `${workload.metadata.name} listens with mutual TLS`,
+    )
+  }
+  for (const route of rawRoutes(readProjectFile('deploy/kubernetes/routes.yaml'), 'deploy/kubernetes/routes.yaml')) {
+    t.match(route.upstream, /^https:\/\//, `${route.prefix}: an https upstream`)
+    t.same(
+      route.tls,
+      { caFile: '/etc/scoped-api/internal-tls/ca.crt', certFile: '/etc/scoped-api/internal-tls/tls.crt', keyFile: '/etc/scoped-api/internal-tls/tls.key' },
+      `${route.prefix}: the internal CA and the gateway's client certificate`,
+    )
+  }
 })
 
 t.test('every Service selects one Deployment and targets a port it listens on', async (t) => {

@@ -4,6 +4,7 @@
  * map has the same routes and rate limits as the default deploy/routes.yaml.
  */
 import { parseRouteMap } from '@scoped/gateway/route-map'
+import { stringify } from 'yaml'
 import { parseYamlDocument } from './deploy-files.js'
 
 export interface RawRoute {
@@ -11,6 +12,7 @@ export interface RawRoute {
   scope?: string
   auth?: string
   upstream: string
+  tls?: { caFile?: string; certFile?: string; keyFile?: string; serverName?: string }
 }
 
 export function rawRoutes(text: string, source: string): RawRoute[] {
@@ -35,7 +37,17 @@ export function routeShapes(routes: RawRoute[]): string[] {
 
 /** Each scoped route's rate limits as the gateway reads them (the scope's defaults and its own), by prefix. */
 export function routeLimits(text: string, source: string): string[] {
-  return parseRouteMap(text, source)
+  return parseRouteMap(withoutTlsFiles(text, source), source)
     .routes.flatMap((route) => (route.auth === 'key' ? [`${route.prefix} ${JSON.stringify(route.rateLimits)}`] : []))
     .sort()
+}
+
+/**
+ * The route map without its routes' `tls:` (files that exist only inside the
+ * containers), for checks of everything else; test/deploy/container-environments.test.ts
+ * reads the whole map, with those files made.
+ */
+export function withoutTlsFiles(text: string, source: string): string {
+  const document = parseYamlDocument(text, source) as { routes?: Array<Record<string, unknown>> }
+  return stringify({ ...document, routes: (document.routes ?? []).map(({ tls: _tls, ...route }) => route) })
 }
