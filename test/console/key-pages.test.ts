@@ -136,6 +136,18 @@ t.test('the list is newest first with name, scope, status, created, last used an
   t.match(list.body, '3 of 25 active keys in use.')
 })
 
+t.test('the list shows a restricted key as Restricted, with its permissions, and nothing more for an unrestricted one', async (t) => {
+  const { app, pool, keys } = await startConsole(t)
+  const world = await createWorld(pool)
+  const owner = await signedIn(app, world.owner.email)
+  const owned = { scope: 'SUB-ACCOUNT' as const, subAccountId: world.subAccountId }
+  await keys.create(owned, 'reader', 'test', { permissions: ['contacts:write', 'calls:read'] })
+  await keys.create(owned, 'open', 'test')
+  const list = await owner.get(`/console/sub-accounts/${world.subAccountId}/keys`)
+  t.match(list.body, 'Restricted: <code>calls:read</code>, <code>contacts:write</code>', 'sorted, each named')
+  t.equal(list.body.split('Restricted:').length - 1, 1, 'only the restricted key says so')
+})
+
 t.test(`with ${ACTIVE_KEY_LIMIT} active keys the page says the limit is reached and creation is refused`, async (t) => {
   const { app, pool, keys } = await startConsole(t)
   const world = await createWorld(pool)

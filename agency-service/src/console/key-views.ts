@@ -69,10 +69,17 @@ export function formatTime(iso: string | null, never: string): SafeHtml {
 const statusNames = { active: 'Active', revoked: 'Revoked', expired: 'Expired' } as const
 
 function statusCell(key: KeySummary): SafeHtml {
-  const badge = html`<span class="status status-${key.status}">${statusNames[key.status]}</span>`
+  const badge = html`<span class="status status-${key.status}">${statusNames[key.status]}</span>${permissionsLine(key)}`
   if (key.status !== 'active') return badge
   if (key.replacedBy !== null) return html`${badge}<br><span class="hint">Replaced; works until ${formatTime(key.expiresAt, '—')}</span>`
   return badge
+}
+
+/** A restricted key (issue 30): "Restricted" and its permissions; nothing for an unrestricted one. */
+function permissionsLine(key: KeySummary): SafeHtml | false {
+  if (key.permissions === null) return false
+  const names = key.permissions.length === 0 ? html`no permissions` : key.permissions.map((name, index) => html`${index > 0 ? ', ' : ''}<code>${name}</code>`)
+  return html`<br><span class="hint">Restricted: ${names}</span>`
 }
 
 function addressesCell(key: KeySummary): SafeHtml {
