@@ -1,6 +1,7 @@
 /** The audit trail page of agency settings (the agency's events and its sub-accounts') and of sub-account settings (its own). */
 import type { AuditEventType, AuditNames, AuditRecord } from '../audit/audit-log.js'
 import { auditEventTypes } from '../audit/audit-log.js'
+import { keyChangeLines } from './audit-changes.js'
 import type { KeyArea } from './access.js'
 import type { SafeHtml } from './html.js'
 import { html } from './html.js'
@@ -14,7 +15,7 @@ const typeNames: Record<AuditEventType, string> = {
   'key.rolled': 'Key rolled',
   'key.revoked': 'Key revoked',
   'key.deleted': 'Key deleted',
-  'key.updated': 'Key addresses changed',
+  'key.updated': 'Key changed',
   'key.leaked': 'Key reported leaked',
   'sub-account.created': 'Sub-account created',
   'sub-account.updated': 'Default key rate limit changed',
@@ -74,7 +75,7 @@ export function auditPage(options: AuditPageOptions): string {
   <td>${formatTime(event.at, '—')}</td>
   <td><span class="event-type">${typeNames[event.type]}</span>${
     event.refusals !== null && html` <span class="refusals">(${String(event.refusals)} in that minute)</span>`
-  } <code class="hint">${event.type}</code></td>
+  } <code class="hint">${event.type}</code>${keyChangeLines(event)}</td>
   <td>${subjectCell(event, names, area)}</td>
   <td>${actorCell(event, names)}</td>
   <td>${event.clientAddress === null ? html`<span>—</span>` : html`<code>${event.clientAddress}</code>`}</td>

@@ -20,6 +20,8 @@ import { csrfInput, page } from './layout.js'
 import type { ConsolePaths } from './paths.js'
 import type { ConsoleSession } from './sessions.js'
 import { crumbs, formatTime, keyLine } from './key-views.js'
+import type { PermissionGridState } from './permission-grid.js'
+import { permissionGrid, UNRESTRICTED_GRID } from './permission-grid.js'
 
 export const KEY_LIMIT_HINT = 'Revoke a key that is no longer used before creating another.'
 
@@ -48,11 +50,20 @@ export interface CreateFormState {
   expires?: string
   expiresOn?: string
   allowedCidrs?: string
+  /** The permission grid (permission-grid.ts); unrestricted when absent. */
+  permissions?: PermissionGridState
   errors?: readonly FieldError[]
 }
 
 /** The create form (for those who may create keys), or why it is not there. */
-export function createForm(area: KeyArea, session: ConsoleSession, activeCount: number, state: CreateFormState): SafeHtml {
+export function createForm(
+  area: KeyArea,
+  session: ConsoleSession,
+  activeCount: number,
+  state: CreateFormState,
+  /** The resources the key's scope can be given (the permission grid's rows). */
+  resources: readonly string[] = [],
+): SafeHtml {
   if (!area.canManage) {
     return html`<div class="warning"><p>Only agency owners and admins can create, revoke or delete agency API keys.</p></div>`
   }
@@ -92,6 +103,7 @@ ${atLimit && errors.length === 0 && html`<div class="warning"><p>Active API key 
     ${fieldMessages(errors, 'key-cidrs')}
     <textarea id="key-cidrs" name="allowedCidrs" rows="3" spellcheck="false" autocomplete="off"${fieldAttributes(errors, 'key-cidrs', 'key-cidrs-hint')}>${state.allowedCidrs ?? ''}</textarea>
   </div>
+  ${permissionGrid(resources, state.permissions ?? UNRESTRICTED_GRID, errors)}
   <button type="submit">Create key</button>
 </form>
 <p class="hint">${activeCount} of ${ACTIVE_KEY_LIMIT} active keys in use. A rolled key in its grace period does not count.</p>

@@ -14,6 +14,7 @@
  *   GET  …/keys/:keyId/created     the plaintext, once
  *   GET  …/keys/:keyId/roll        the grace presets;  POST: roll, then redirect to the new key's one-time display
  *   GET  …/keys/:keyId/addresses   the allowlist;      POST: change it, then redirect to the list
+ *   GET  …/keys/:keyId/permissions the permission grid; POST: change them (key-permission-routes.ts), then back to the page with a notice
  *   GET  …/keys/:keyId/rate-limit  the key's own limit; POST: set it (action=set) or go back to the route default (action=clear)
  *   GET  …/keys/:keyId/revoke      confirmation;       POST: revoke, then redirect to the list
  *   GET  …/keys/:keyId/delete      confirmation;       POST: delete, then redirect to the list
@@ -41,6 +42,8 @@ import { takeReveal } from './key-reveal.js'
 import type { AreaResolver, KeyParams, KeyRouteContext, KeyRoutesOptions, TenantParams } from './key-route-context.js'
 import { consoleActor, keyIdOf, keyRouteContext, noticeOf } from './key-route-context.js'
 import { keysPage } from './key-views.js'
+import { gridStateFromForm, UNRESTRICTED_GRID, withGridPermissions } from './permission-grid.js'
+import { permissionRoutes, resourcesOf } from './key-permission-routes.js'
 import { consoleRoutes } from './paths.js'
 
 export type { KeyRoutesOptions } from './key-route-context.js'
@@ -57,6 +60,7 @@ export async function keyRoutes(app: FastifyInstance, options: KeyRoutesOptions)
     createdKeyRoute(context)
     rollRoutes(context)
     addressRoutes(context)
+    permissionRoutes(context)
     rateLimitRoutes(context)
     endRoutes(context)
     if (kind.path === consoleRoutes.subAccountKeys) defaultRateLimitRoutes(context)
@@ -71,7 +75,7 @@ function listRoutes(context: KeyRouteContext): void {
     const area = await areaOf(request)
     const list = await keys.list(area.owner)
     const defaultRateLimit = area.subAccount === null ? undefined : await defaultKeyRateLimit(context, area)
-    const view = { paths, session: sessionOf(request), area, keys: list, ...noticeOf(request.query) }
+    const view = { paths, session: sessionOf(request), area, keys: list, permissionResources: resourcesOf(context, area), ...noticeOf(request.query) }
     return sendPage(reply, 200, keysPage(defaultRateLimit === undefined ? view : { ...view, defaultRateLimit }))
   })
 
@@ -83,14 +87,16 @@ function listRoutes(context: KeyRouteContext): void {
       expires: formField(request, 'expires') ?? 'never',
       expiresOn: formField(request, 'expiresOn') ?? '',
       allowedCidrs: formField(request, 'allowedCidrs') ?? '',
+      permissions: gridStateFromForm(request, resourcesOf(context, area)),
     }
     return submitOnce(context, request, reply, async () => {
       let created: CreatedKey
       try {
-        const input = createInputFromForm(form, keys.now())
+        const input = withGridPermissions(() => createInputFromForm(form, keys.now()), form.permissions ?? UNRESTRICTED_GRID, resourcesOf(context, area))
         created = await keys.create(area.owner, input.name, consoleActor(request), {
           expiresAt: input.expiresAt,
           allowedCidrs: input.allowedCidrs,
+          permissions: input.permissions,
           fields: CREATE_FIELDS,
         })
       } catch (error) {
@@ -112,7 +118,18 @@ async function refuseCreation(context: KeyRouteContext, request: FastifyRequest,
     error instanceof FormRefusal ? error.errors : [{ field, message: limit ? `${(error as Error).message}. ${KEY_LIMIT_HINT}` : (error as Error).message }]
   const list = await context.keys.list(area.owner)
   const status = isApiError(error) ? error.statusCode : 400
-  return { kind: 'page', status, body: keysPage({ paths: context.paths, session: sessionOf(request), area, keys: list, form: { ...form, errors } }) }
+  return {
+    kind: 'page',
+    status,
+    body: keysPage({
+      paths: context.paths,
+      session: sessionOf(request),
+      area,
+      keys: list,
+      form: { ...form, errors },
+      permissionResources: resourcesOf(context, area),
+    }),
+  }
 }
 
 /** The plaintext of a new key, once (then 410), and for a roll what became of the key it replaced. */

@@ -102,7 +102,7 @@ function keyRow(area: KeyArea, key: KeySummary): SafeHtml {
     area.canManage &&
     html`${active && key.replacedBy === null && html`<a href="${area.keysPath}/${key.id}/roll" aria-label="Roll ${key.name}">Roll</a>`}${
       active && html`<a href="${area.keysPath}/${key.id}/addresses" aria-label="Addresses of ${key.name}">Addresses</a>`
-    }${active && area.canSetRateLimit && html`<a href="${area.keysPath}/${key.id}/rate-limit" aria-label="Rate limit of ${key.name}">Rate limit</a>`}${active && html`<a href="${area.keysPath}/${key.id}/revoke" aria-label="Revoke ${key.name}">Revoke</a>`}<a href="${area.keysPath}/${key.id}/delete" aria-label="Delete ${key.name}">Delete</a>`
+    }${active && html`<a href="${area.keysPath}/${key.id}/permissions" aria-label="Permissions of ${key.name}">Permissions</a>`}${active && area.canSetRateLimit && html`<a href="${area.keysPath}/${key.id}/rate-limit" aria-label="Rate limit of ${key.name}">Rate limit</a>`}${active && html`<a href="${area.keysPath}/${key.id}/revoke" aria-label="Revoke ${key.name}">Revoke</a>`}<a href="${area.keysPath}/${key.id}/delete" aria-label="Delete ${key.name}">Delete</a>`
   return html`<tr>
   <th scope="row">${key.name}<br><span class="hint-code key-hint">${key.hint}</span></th>
   <td class="scope">${key.scope}</td>
@@ -151,6 +151,8 @@ export interface KeysPageOptions {
   /** Set when not every gateway replica confirmed the change within the wait. */
   unconfirmed?: boolean
   form?: CreateFormState
+  /** The resources the area's keys can be given permissions on (the create form's grid). */
+  permissionResources?: readonly string[]
 }
 
 export function keysPage(options: KeysPageOptions): string {
@@ -174,7 +176,7 @@ ${
     options.unconfirmed === true && html`<p>Not every gateway replica confirmed the change in time; check the gateways’ health.</p>`
   }</div>`
 }
-${createForm(area, session, activeCount, options.form ?? {})}
+${createForm(area, session, activeCount, options.form ?? {}, options.permissionResources)}
 ${defaultRateLimitLine(area, options.defaultRateLimit)}
 <h2 id="keys-heading">Keys</h2>
 ${keyTable(area, keys)}`,
