@@ -53,7 +53,12 @@ t.test('a replica SIGTERMed mid-delivery records it, and no other replica sends 
   // Deliveries are in order per endpoint: the second went out only after the first was settled.
   const names = receiver.received.map((request) => (JSON.parse(request.body) as { data: { subAccountName: string } }).data.subAccountName)
   t.same(names, ['West', 'East'], 'each event once, in order')
-  const { rows } = await db.pool.query<{ attempts: number; state: string }>(`SELECT attempts, state FROM webhook_messages ORDER BY seq`)
+  // The receiver has the second request before the sender has recorded its answer: wait for the record.
+  const messages = async () => (await db.pool.query<{ attempts: number; state: string }>(`SELECT attempts, state FROM webhook_messages ORDER BY seq`)).rows
+  const rows = await waitFor(async () => {
+    const current = await messages()
+    return current.every((row) => row.state !== 'pending') && current
+  }, 'both messages settled')
   t.same(rows, [
     { attempts: 1, state: 'delivered' },
     { attempts: 1, state: 'delivered' },
