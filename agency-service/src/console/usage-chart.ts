@@ -13,11 +13,11 @@ import { html } from './html.js'
 
 const WIDTH = 720
 const HEIGHT = 260
-/** Room for the axis labels: left (counts), bottom (times), and a little at the top and right. */
+/** Room for the axis labels: left (counts), bottom (times), a little at the top, and room at the right for the last time label. */
 const LEFT = 64
 const BOTTOM = 44
 const TOP = 12
-const RIGHT = 12
+const RIGHT = 44
 const PLOT_W = WIDTH - LEFT - RIGHT
 const PLOT_H = HEIGHT - TOP - BOTTOM
 
