@@ -8,7 +8,8 @@
  * 2. rounds.ts: warm-key throughput and latency of every target, rounds
  *    interleaved, with CPU per request, RSS and (gateway) store round trips;
  *    then paired.ts: the bare proxy with the gateway, and with the no-check
- *    forwarder (the ceiling), each pair at saturation in turn;
+ *    forwarder (the ceiling), and the gateway with USAGE=off with the
+ *    gateway (what usage counting costs), each pair at saturation in turn;
  * 3. side-by-side.ts: CPU per request of the bare proxy, the no-check
  *    forwarder and the gateway serving the same load at the same time;
  * 4. cold-paths.ts: first use of keys held only by Redis, or only by Postgres;
@@ -48,7 +49,7 @@ import { runRounds, warmUp } from './bench/rounds.js'
 import { sideBySide, sideRate } from './bench/side-by-side.js'
 import { loadGenerator, NODE_CLIENT } from './bench/load-generator.js'
 import { SOAK_WARM_UP_SECONDS, soak } from './bench/soak.js'
-import { BARE, GATEWAY, GATEWAY_RESTRICTED, NO_CHECKS } from './bench/summary.js'
+import { BARE, GATEWAY, GATEWAY_RESTRICTED, GATEWAY_USAGE_OFF, NO_CHECKS } from './bench/summary.js'
 
 function whole(name: string, fallback: number, min: number): number {
   const text = process.env[name]?.trim()
@@ -92,6 +93,8 @@ interface Targets {
   bare: Target
   noChecks: Target
   gateway: Target
+  /** The same gateway with USAGE=off: no usage counting, no request log. */
+  usageOff: Target
   setup: GatewaySetup
 }
 
@@ -186,6 +189,8 @@ async function startTargets(
   }
   const gateway = await startGateway(GATEWAY, setup)
   running.push(gateway)
+  const usageOff = await startGateway(GATEWAY_USAGE_OFF, { ...setup, env: { ...setup.env, USAGE: 'off' } })
+  running.push(usageOff)
 
   const gatewayTarget: Target = {
     name: GATEWAY,
@@ -202,7 +207,8 @@ async function startTargets(
   // The same gateway with a restricted key that may read the route: the permission check on every request.
   const restrictedTarget: Target = { ...gatewayTarget, name: GATEWAY_RESTRICTED, headers: { authorization: `Bearer ${restrictedKey}` } }
   all.push(noChecksTarget, gatewayTarget, restrictedTarget)
-  return { all, bare: bareTarget, noChecks: noChecksTarget, gateway: gatewayTarget, setup }
+  const usageOffTarget: Target = { ...gatewayTarget, name: GATEWAY_USAGE_OFF, origin: usageOff.apiUrl, pid: usageOff.pid, metricsUrl: usageOff.metricsUrl }
+  return { all, bare: bareTarget, noChecks: noChecksTarget, gateway: gatewayTarget, usageOff: usageOffTarget, setup }
 }
 
 /** nginx as a reference when it is installed and starts; otherwise a note says why its row is missing. */
@@ -224,7 +230,7 @@ async function startNginxTarget(run: BenchRun, upstreamPort: number, tls: Certif
 
 /** Every measurement after the million keys, in order; `cold` measures the cold paths (it starts a replica of its own). */
 async function measureTargets(settings: Settings, targets: Targets, cold: () => ReturnType<typeof coldPaths>) {
-  const { all, bare, noChecks, gateway } = targets
+  const { all, bare, noChecks, gateway, usageOff } = targets
   progress(`warming up ${all.map((t) => t.name).join(', ')}`)
   await warmUp(all, Math.min(2, settings.seconds), settings.connections)
   progress(`${settings.rounds} rounds × ${all.length} targets × ${settings.seconds} s, ${settings.connections} connections`)
@@ -244,6 +250,11 @@ async function measureTargets(settings: Settings, targets: Targets, cold: () => 
   const ceiling = await paired(bare, noChecks, settings.pairedSeconds, settings.connections)
   progress(`ceiling: throughput ratio ${ceiling.throughputRatio.toFixed(2)}`)
 
+  progress(`paired at saturation, usage: ${GATEWAY_USAGE_OFF} and ${GATEWAY} in turn, ${SLICE_MS} ms at a time, ${settings.pairedSeconds} s each`)
+  await warmUp([usageOff], Math.min(2, settings.seconds), settings.connections)
+  const usage = await paired(usageOff, gateway, settings.pairedSeconds, settings.connections)
+  progress(`usage: throughput ratio ${usage.throughputRatio.toFixed(2)}`)
+
   progress(`side by side: ${settings.sideWindows} windows of the same load on ${BARE}, ${NO_CHECKS} and ${GATEWAY} at once`)
   const side = await sideBySide([bare, noChecks, gateway], settings.sideWindows, sideRate(pairedRun), progress)
 
@@ -255,7 +266,7 @@ async function measureTargets(settings: Settings, targets: Targets, cold: () => 
 
   progress(`flood: ${settings.floodKeys} distinct unknown keys over ${settings.floodConnections} connections`)
   const flooded = await flood(gateway, settings.floodKeys, settings.floodConnections)
-  return { rounds, paired: pairedRun, ceiling, side, cold: coldRun, soak: soaked, flood: flooded }
+  return { rounds, paired: pairedRun, ceiling, usage, side, cold: coldRun, soak: soaked, flood: flooded }
 }
 
 main().then(

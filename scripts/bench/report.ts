@@ -17,7 +17,7 @@ import type { SideBySide } from './side-by-side.js'
 import type { Soak } from './soak.js'
 import { SOAK_GROWTH_TARGET } from './soak.js'
 import type { Check, TargetSummary } from './summary.js'
-import { BARE, GATEWAY, NO_CHECKS, non200, summarize, warmChecks } from './summary.js'
+import { BARE, GATEWAY, NO_CHECKS, non200, summarize, usageCheck, warmChecks } from './summary.js'
 
 export interface Settings {
   rounds: number
@@ -45,6 +45,8 @@ export interface Run {
   paired: Paired
   /** The bare proxy and the no-check forwarder, paired the same way. */
   ceiling: Paired
+  /** The gateway with USAGE=off and the gateway as configured by default, paired the same way. */
+  usage: Paired
   side: SideBySide
   million: MillionKeys
   cold: ColdPaths
@@ -78,6 +80,7 @@ export function buildReport(run: Run): Report {
   const { million, soak, flood, side } = run
   const checks: Check[] = [
     ...warmChecks(run.paired, run.ceiling, run.rounds),
+    usageCheck(run.usage),
     {
       name: 'gateway / bare proxy CPU per request, side by side',
       value: `${side.medians[GATEWAY]!.ratio.toFixed(2)} ×`,
@@ -198,10 +201,10 @@ function roundSections(report: Report): string[] {
 }
 
 function pairedSection(report: Report): string[] {
-  const { paired, ceiling } = report
-  const rows = [paired, ceiling].flatMap((pair, index) =>
+  const { paired, ceiling, usage } = report
+  const rows = [paired, ceiling, usage].flatMap((pair, index) =>
     pair.targets.map((t, second) => [
-      index === 0 ? 'targets' : 'ceiling',
+      ['targets', 'ceiling', 'usage'][index]!,
       t.name,
       whole(t.perSecond),
       ms(t.p50Ms),
@@ -222,7 +225,8 @@ function pairedSection(report: Report): string[] {
       `${report.generator.name === 'wrk' ? ' (a wrk process per target, sending only within its own slices)' : ''}: the machine's drift reaches both alike. ` +
       `Throughput ratio: the median over the groups of four slices of the second's requests/s ÷ the first's; p99 ratio: over all the slices. ` +
       `First the ${paired.targets[0].name} and the ${paired.targets[1].name} (the targets), then the ${ceiling.targets[0].name} and the ${ceiling.targets[1].name} ` +
-      `(the ceiling: the gateway's transport with no checks on it).`,
+      `(the ceiling: the gateway's transport with no checks on it), then the ${usage.targets[0].name} and the ${usage.targets[1].name} ` +
+      `(usage: what counting and the request log in its default mode cost).`,
     '',
     table(['pair', 'target', 'req/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'CPU µs/req', 'requests', 'non-200', 'throughput ratio (range over groups)'], rows),
   ]

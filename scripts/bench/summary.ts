@@ -12,6 +12,10 @@ export const BARE = 'bare proxy'
 export const NO_CHECKS = 'forwarder, no checks'
 /** The gateway again, with a restricted key (issue 30): the permission check should cost nothing measurable. */
 export const GATEWAY_RESTRICTED = 'gateway, restricted key'
+/** The gateway with USAGE=off (no usage counting, no request log): the baseline of the usage pair. */
+export const GATEWAY_USAGE_OFF = 'gateway, usage off'
+/** Issue 31: counting and the request log (default mode) keep at least this share of the throughput without them. */
+export const USAGE_COST_TARGET = 0.97
 
 export interface TargetSummary {
   target: string
@@ -104,4 +108,15 @@ export function warmChecks(paired: Paired, ceiling: Paired, samples: readonly Ro
       met: null,
     },
   ]
+}
+
+/** The usage pair (paired.ts, the gateway with USAGE=off first, the default gateway second): what counting costs. */
+export function usageCheck(usage: Paired): Check {
+  const ratio = usage.throughputRatio
+  return {
+    name: 'gateway with usage counting and the request log / the same with both off, paired at saturation',
+    value: `${times(ratio)}, p99 ${times(usage.p99Ratio)}`,
+    target: `≥ ${times(USAGE_COST_TARGET)}`,
+    met: ratio >= USAGE_COST_TARGET,
+  }
 }

@@ -183,6 +183,17 @@ t.test('the request log keeps refusals and 5xx answers by default, every request
   }
 })
 
+t.test('USAGE=off: nothing counted, nothing logged, nothing written', async (t) => {
+  const db = await createTestDatabase(t)
+  const { usage } = recorder(db.pool, { counting: false, requestLog: { ...DEFAULT_USAGE_OPTIONS.requestLog, mode: 'off' } })
+  const key = newKey()
+  usage.record(...answered(key, 'forwarded', 200))
+  usage.record(...answered(key, 'expired', 401))
+  t.equal(usage.pending(), 0)
+  await usage.flush()
+  t.same(await totals(db.pool, 'usage_minutes', key.keyId), {})
+})
+
 t.test('the request log keeps each agency to its newest rows', async (t) => {
   const db = await createTestDatabase(t)
   const { usage } = recorder(db.pool, { requestLog: { ...DEFAULT_USAGE_OPTIONS.requestLog, capPerAgency: 100 } })

@@ -44,6 +44,8 @@ export interface KeyArea {
   keysPath: string
   /** Where this area's audit trail lives, e.g. <prefix>/agencies/<id>/audit. */
   auditPath: string
+  /** Where this area's usage page lives (read by whoever may read its audit trail). */
+  usagePath: string
   /** Who may read the trail: an agency's (with its sub-accounts'), its owners and admins; a sub-account's, whoever sees its keys. */
   canReadAudit: boolean
   /** Where the agency's members page lives, for its owners; null for everyone else and in a sub-account's settings. */
@@ -74,6 +76,7 @@ export async function agencyKeyArea(pool: Pool, paths: ConsolePaths, userId: str
     canManage: managesAgency(row.role),
     keysPath: paths.agencyKeys(row.id),
     auditPath: paths.agencyAudit(row.id),
+    usagePath: paths.agencyUsage(row.id),
     canReadAudit: managesAgency(row.role),
     membersPath: row.role === 'owner' ? paths.agencyMembers(row.id) : null,
     webhooksPath: managesAgency(row.role) ? paths.agencyWebhooks(row.id) : null,
@@ -102,6 +105,7 @@ export async function subAccountKeyArea(pool: Pool, paths: ConsolePaths, userId:
     canManage: true,
     keysPath: paths.subAccountKeys(row.id),
     auditPath: paths.subAccountAudit(row.id),
+    usagePath: paths.subAccountUsage(row.id),
     canReadAudit: true,
     membersPath: null,
     webhooksPath: null,

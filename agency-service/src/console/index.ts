@@ -24,6 +24,7 @@ import { errorCatalog } from '@scoped/shared/errors'
 import type { KeyService } from '../keys/key-service.js'
 import { assetRoutes } from './assets.js'
 import { auditRoutes } from './audit-routes.js'
+import { usageConsoleRoutes } from './usage-routes.js'
 import { csrfHook, sessionHook } from './authenticate.js'
 import { FORM_BODY_LIMIT } from './csrf.js'
 import { consoleErrorHandler, sendErrorPage } from './error-page.js'
@@ -74,6 +75,7 @@ export const consolePlugin: FastifyPluginAsync<ConsoleOptions> = async (app: Fas
     await signedIn.register(homeRoutes, { pool, paths })
     await signedIn.register(keyRoutes, { pool, keys, now, paths })
     await signedIn.register(auditRoutes, { pool, paths })
+    await signedIn.register(usageConsoleRoutes, { pool, now, paths })
     await signedIn.register(memberRoutes, { pool, now, paths })
     await signedIn.register(webhookConsoleRoutes, { pool, paths, policy: options.webhookPolicy ?? { allowPrivateAddresses: false } })
     await signedIn.register(passwordRoutes, { pool, now, paths })

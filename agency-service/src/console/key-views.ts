@@ -43,12 +43,12 @@ export function crumbs(
 }
 
 /** The settings pages' tabs: API keys and, for those who may use them, the audit trail and the agency's members. */
-export function settingsTabs(area: KeyArea, current: 'keys' | 'audit' | 'members' | 'webhooks'): SafeHtml {
+export function settingsTabs(area: KeyArea, current: 'keys' | 'audit' | 'usage' | 'members' | 'webhooks'): SafeHtml {
   const tab = (label: string, href: string, here: boolean): SafeHtml =>
     here ? html`<li><a href="${href}" aria-current="page">${label}</a></li>` : html`<li><a href="${href}">${label}</a></li>`
   return html`<nav class="tabs" aria-label="${settingsName(area)}"><ul>${tab('API keys', area.keysPath, current === 'keys')}${
     area.canReadAudit && tab('Audit trail', area.auditPath, current === 'audit')
-  }${area.membersPath !== null && tab('Members', area.membersPath, current === 'members')}${
+  }${area.canReadAudit && tab('Usage', area.usagePath, current === 'usage')}${area.membersPath !== null && tab('Members', area.membersPath, current === 'members')}${
     area.webhooksPath !== null && tab('Webhooks', area.webhooksPath, current === 'webhooks')
   }</ul></nav>`
 }

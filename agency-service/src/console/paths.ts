@@ -16,6 +16,8 @@ export const consoleRoutes = {
   subAccountKeys: '/sub-accounts/:tenantId/keys',
   agencyAudit: '/agencies/:tenantId/audit',
   subAccountAudit: '/sub-accounts/:tenantId/audit',
+  agencyUsage: '/agencies/:tenantId/usage',
+  subAccountUsage: '/sub-accounts/:tenantId/usage',
   agencyMembers: '/agencies/:tenantId/members',
   agencyWebhooks: '/agencies/:tenantId/webhooks',
   accountPassword: '/account/password',
@@ -36,6 +38,10 @@ export interface ConsolePaths {
   agencyAudit(agencyId: string): string
   /** A sub-account's audit trail. */
   subAccountAudit(subAccountId: string): string
+  /** An agency's usage (its own keys and its sub-accounts'). */
+  agencyUsage(agencyId: string): string
+  /** A sub-account's usage. */
+  subAccountUsage(subAccountId: string): string
   /** An agency's members page (its owners'). */
   agencyMembers(agencyId: string): string
   /** An agency's webhook endpoints (its owners' and admins'). */
@@ -57,6 +63,8 @@ export function consolePaths(prefix: string): ConsolePaths {
     subAccountKeys: (subAccountId) => under(consoleRoutes.subAccountKeys.replace(':tenantId', () => subAccountId)),
     agencyAudit: (agencyId) => under(consoleRoutes.agencyAudit.replace(':tenantId', () => agencyId)),
     subAccountAudit: (subAccountId) => under(consoleRoutes.subAccountAudit.replace(':tenantId', () => subAccountId)),
+    agencyUsage: (agencyId) => under(consoleRoutes.agencyUsage.replace(':tenantId', () => agencyId)),
+    subAccountUsage: (subAccountId) => under(consoleRoutes.subAccountUsage.replace(':tenantId', () => subAccountId)),
     agencyMembers: (agencyId) => under(consoleRoutes.agencyMembers.replace(':tenantId', () => agencyId)),
     agencyWebhooks: (agencyId) => under(consoleRoutes.agencyWebhooks.replace(':tenantId', () => agencyId)),
     accountPassword: under(consoleRoutes.accountPassword),

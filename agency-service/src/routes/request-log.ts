@@ -9,13 +9,14 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { idSchema, pageResponse, timestampSchema } from '@scoped/shared/api-document'
 import type { Pool } from '@scoped/shared/db'
 import { invalidField } from '@scoped/shared/errors'
+import type { Page } from '@scoped/shared/pagination'
 import { DEFAULT_PAGE_LIMIT, listPage, MAX_PAGE_LIMIT, readLimitAsNumber } from '@scoped/shared/pagination'
 import { tenantSubAccountId } from '@scoped/shared/tenant-verifier'
 import { usageOutcomes } from '@scoped/shared/usage'
 import { requireIsoTime, requireUuid } from '@scoped/shared/validation'
 import { scoped } from './usage.js'
 
-interface LogQuery {
+export interface LogQuery {
   limit: number
   cursor?: string
   keyId?: string
@@ -74,7 +75,22 @@ interface Row {
   client_address: string | null
 }
 
-export function toRequestLogItem(row: Row): object {
+/** One request of the log, as the API and the console's Usage page show it. */
+export interface RequestLogItem {
+  id: string
+  at: string
+  requestId: string
+  keyId: string
+  subAccountId: string | null
+  method: string
+  path: string
+  status: number
+  outcome: string
+  durationMs: number
+  clientAddress: string | null
+}
+
+export function toRequestLogItem(row: Row): RequestLogItem {
   return {
     id: row.id,
     at: row.at.toISOString(),
@@ -96,7 +112,7 @@ export interface RequestLogOwner {
 }
 
 /** One page of a tenant's request log. */
-export async function requestLogPage(pool: Pool, owner: RequestLogOwner, query: LogQuery): Promise<object> {
+export async function requestLogPage(pool: Pool, owner: RequestLogOwner, query: LogQuery): Promise<Page<RequestLogItem>> {
   const where = ['agency_id = $1']
   const values: unknown[] = [owner.agencyId]
   const add = (sql: (parameter: string) => string, value: unknown): void => {

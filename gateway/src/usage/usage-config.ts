@@ -1,6 +1,6 @@
 /**
  * Usage counting's and the request log's settings, from the environment:
- * REQUEST_LOG (`errors` [default], `all`, `off`), USAGE_FLUSH_INTERVAL [5s],
+ * USAGE (`on` [default], `off`: neither counts nor the request log), REQUEST_LOG (`errors` [default], `all`, `off`), USAGE_FLUSH_INTERVAL [5s],
  * USAGE_MAX_CELLS [250000], USAGE_RETENTION_MINUTES [7d], USAGE_RETENTION_HOURS
  * [90d], USAGE_RETENTION_DAYS [400d], REQUEST_LOG_MAX_ROWS (per agency)
  * [100000], REQUEST_LOG_MAX_AGE [30d]. Durations are the contract's (`5s`, `90d`).
@@ -42,9 +42,23 @@ function readMode(env: Env): RequestLogMode {
 
 const DAY = 86_400
 
+/** USAGE=off turns the request log off too (one recorder writes both): asking for a log without counting is a contradiction. */
+function readCounting(env: Env): boolean {
+  const text = env['USAGE']?.trim()
+  if (text === undefined || text === '' || text === 'on') return true
+  if (text !== 'off') throw new ConfigError('USAGE', `must be on or off, got ${JSON.stringify(text)}`)
+  const log = env['REQUEST_LOG']?.trim()
+  if (log !== undefined && log !== '' && log !== 'off') {
+    throw new ConfigError('REQUEST_LOG', `must be off (or unset) when USAGE=off: the request log is written with the counts, got ${JSON.stringify(log)}`)
+  }
+  return false
+}
+
 export function readUsageOptions(env: Env): UsageOptions {
   const defaults = DEFAULT_USAGE_OPTIONS
+  const counting = readCounting(env)
   return Object.freeze({
+    counting,
     // Usage must be visible within 10 s: a flush interval above 8 s could not promise it.
     intervalMs: readDuration(env, 'USAGE_FLUSH_INTERVAL', defaults.intervalMs / 1000, 1, 8) * 1000,
     maxCells: readCount(env, 'USAGE_MAX_CELLS', defaults.maxCells, 1_000, 100_000_000),
@@ -54,7 +68,7 @@ export function readUsageOptions(env: Env): UsageOptions {
       days: readDuration(env, 'USAGE_RETENTION_DAYS', defaults.retention.days, DAY, 3_650 * DAY),
     }),
     requestLog: Object.freeze({
-      mode: readMode(env),
+      mode: counting ? readMode(env) : 'off',
       maxPending: defaults.requestLog.maxPending,
       capPerAgency: readCount(env, 'REQUEST_LOG_MAX_ROWS', defaults.requestLog.capPerAgency, 100, 100_000_000),
       maxAgeSeconds: readDuration(env, 'REQUEST_LOG_MAX_AGE', defaults.requestLog.maxAgeSeconds, DAY, 400 * DAY),

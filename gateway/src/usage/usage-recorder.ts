@@ -34,6 +34,8 @@ import { USAGE_OUTCOME } from './usage-outcome.js'
 export type RequestLogMode = 'errors' | 'all' | 'off'
 
 export interface UsageOptions {
+  /** USAGE=off: nothing counted nor logged, no flush (the bench's baseline; a replica that must not write). */
+  counting: boolean
   intervalMs: number
   maxCells: number
   retention: UsageRetention
@@ -41,6 +43,7 @@ export interface UsageOptions {
 }
 
 export const DEFAULT_USAGE_OPTIONS: UsageOptions = {
+  counting: true,
   intervalMs: 5_000,
   maxCells: 250_000,
   retention: { minutes: 7 * 86_400, hours: 90 * 86_400, days: 400 * 86_400 },
@@ -83,7 +86,7 @@ export class UsageRecorder {
   /** At the end of a request (onResponse): counted when a key's tenant is known, logged when the log keeps it. */
   record(request: FastifyRequest, reply: FastifyReply): void {
     const decision = request.gateway
-    if (decision === null || decision.tenant === null) return
+    if (decision === null || decision.tenant === null || !this.options.counting) return
     const status = reply.statusCode
     const outcome = USAGE_OUTCOME[decision.outcome ?? outcomeOfStatus(status)]
     const ms = Number.isFinite(reply.elapsedTime) ? reply.elapsedTime : 0
@@ -112,6 +115,7 @@ export class UsageRecorder {
   }
 
   start(): void {
+    if (!this.options.counting) return
     this.timer = setInterval(() => void this.flush(), this.options.intervalMs)
     this.timer.unref()
   }

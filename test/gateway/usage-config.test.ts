@@ -1,0 +1,26 @@
+/** USAGE=on|off and its agreement with REQUEST_LOG, read at start (usage-config.ts). */
+import t from 'tap'
+import { ConfigError } from '@scoped/shared/config'
+import { readUsageOptions } from '@scoped/gateway/usage/usage-config'
+
+t.test('counting is on by default, with the request log of refusals and 5xx', async (t) => {
+  const options = readUsageOptions({})
+  t.equal(options.counting, true)
+  t.equal(options.requestLog.mode, 'errors')
+  t.equal(readUsageOptions({ USAGE: 'on', REQUEST_LOG: 'all' }).requestLog.mode, 'all')
+})
+
+t.test('USAGE=off turns counting and the request log off', async (t) => {
+  for (const env of [{ USAGE: 'off' }, { USAGE: ' off ', REQUEST_LOG: 'off' }, { USAGE: 'off', REQUEST_LOG: '' }]) {
+    const options = readUsageOptions(env)
+    t.equal(options.counting, false, JSON.stringify(env))
+    t.equal(options.requestLog.mode, 'off', JSON.stringify(env))
+  }
+})
+
+t.test('a bad value, or a request log asked for without counting, stops the start with the variable named', async (t) => {
+  t.throws(() => readUsageOptions({ USAGE: 'no' }), ConfigError)
+  t.throws(() => readUsageOptions({ USAGE: 'OFF' }), /USAGE/)
+  t.throws(() => readUsageOptions({ USAGE: 'off', REQUEST_LOG: 'errors' }), /REQUEST_LOG/)
+  t.throws(() => readUsageOptions({ USAGE: 'off', REQUEST_LOG: 'all' }), ConfigError)
+})
