@@ -507,6 +507,8 @@ export interface components {
         | 'user.signed-in'
         | 'user.sign-in-refused'
         | 'membership.removed'
+        | 'invitation.created'
+        | 'invitation.accepted'
       /** Format: date-time */
       at: string
       actor: {
@@ -812,6 +814,8 @@ export interface operations {
           | 'user.signed-in'
           | 'user.sign-in-refused'
           | 'membership.removed'
+          | 'invitation.created'
+          | 'invitation.accepted'
         /** @description Only events about this key. */
         keyId?: string
         /** @description Only events about this sub-account. */

@@ -34,6 +34,8 @@ export const auditEventTypes = [
   'user.signed-in',
   'user.sign-in-refused',
   'membership.removed',
+  'invitation.created',
+  'invitation.accepted',
 ] as const
 export type AuditEventType = (typeof auditEventTypes)[number]
 
@@ -58,6 +60,12 @@ export interface NewAuditEvent {
   user?: AuditSubjectUser | null
   /** How many refusals a coalesced user.sign-in-refused event stands for (users/sign-in-refusals.ts). */
   refusals?: number | null
+  /** For invitation.created: whom, with what role (there is no user yet). */
+  invitee?: { email: string; role: Role } | null
+  /** The key's hint (sak_live_…xxxx), so the trail matches the key list. */
+  keyHint?: string | null
+  /** For key.updated: which settings changed (`allowedCidrs`, `rateLimit`). */
+  changedFields?: readonly string[] | null
 }
 
 /** One event, in the API's shape. */
@@ -78,6 +86,12 @@ export interface AuditRecord extends AuditEvent {
   user: AuditSubjectUser | null
   /** How many refusals a coalesced user.sign-in-refused event stands for; null on every other event. */
   refusals: number | null
+  /** For invitation.created, the email and role invited. */
+  invitee: { email: string; role: Role | null } | null
+  /** The key's hint at the time (sak_live_…xxxx); null on events written before it was kept. */
+  keyHint: string | null
+  /** For key.updated, which settings changed; null when not recorded. */
+  changedFields: string[] | null
 }
 
 export interface AuditFilters {
@@ -108,10 +122,12 @@ interface AuditRow {
   user_email: string | null
   role: Role | null
   refusals: number | null
+  key_hint: string | null
+  changed_fields: string[] | null
 }
 
 const COLUMNS =
-  'id, type, at, actor_kind, actor_id, sub_account_id, key_id, key_name, scope, host(client_address) AS client_address, user_id, user_email, role, refusals'
+  'id, type, at, actor_kind, actor_id, sub_account_id, key_id, key_name, scope, host(client_address) AS client_address, user_id, user_email, role, refusals, key_hint, changed_fields'
 
 function toRecord(row: AuditRow): AuditRecord {
   return {
@@ -126,6 +142,9 @@ function toRecord(row: AuditRow): AuditRecord {
     scope: row.scope,
     user: row.user_id === null || row.user_email === null ? null : { id: row.user_id, email: row.user_email, role: row.role },
     refusals: row.refusals,
+    invitee: row.user_id === null && row.user_email !== null ? { email: row.user_email, role: row.role } : null,
+    keyHint: row.key_hint,
+    changedFields: row.changed_fields,
   }
 }
 
@@ -138,8 +157,9 @@ export function toAuditEvent(record: AuditRecord): AuditEvent {
 /** Records one event inside the caller's transaction. */
 export async function recordAuditEvent(client: PoolClient, event: NewAuditEvent): Promise<void> {
   await client.query(
-    `INSERT INTO audit_events (type, actor_kind, actor_id, agency_id, sub_account_id, key_id, key_name, scope, client_address, user_id, user_email, role, refusals)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+    `INSERT INTO audit_events (type, actor_kind, actor_id, agency_id, sub_account_id, key_id, key_name, scope, client_address, user_id, user_email, role, refusals,
+       key_hint, changed_fields)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
     [
       event.type,
       event.actor.kind,
@@ -151,9 +171,11 @@ export async function recordAuditEvent(client: PoolClient, event: NewAuditEvent)
       event.scope ?? null,
       event.actor.clientAddress,
       event.user?.id ?? null,
-      event.user?.email ?? null,
-      event.user?.role ?? null,
+      event.user?.email ?? event.invitee?.email ?? null,
+      event.user?.role ?? event.invitee?.role ?? null,
       event.refusals ?? null,
+      event.keyHint ?? null,
+      event.changedFields ?? null,
     ],
   )
 }

@@ -5,7 +5,6 @@
  * through KeyService, which returns once every gateway replica has been told.
  */
 import type { FastifyReply } from 'fastify'
-import { ApiError } from '@scoped/shared/errors'
 import { parseDecimal } from '@scoped/shared/rate-limit'
 import { requireManage, requireRateLimitSetter } from './access.js'
 import { sessionOf } from './authenticate.js'
@@ -13,7 +12,7 @@ import { FORM_BODY_LIMIT, formField } from './csrf.js'
 import { sendPage } from './error-page.js'
 import { cidrsFromForm, isFormRefusal, RATE_LIMIT_FIELDS, rateLimitFieldOf } from './key-forms.js'
 import type { KeyParams, KeyRouteContext } from './key-route-context.js'
-import { afterChange, consoleActor, keyIdOf } from './key-route-context.js'
+import { afterChange, consoleActor, keyIdOf, staleKey } from './key-route-context.js'
 import type { KeyAction } from './key-views.js'
 import { addressesPage, confirmPage, GRACE_PRESETS, rateLimitPage, rollPage } from './key-views.js'
 
@@ -67,7 +66,7 @@ export function addressRoutes(context: KeyRouteContext): void {
       return sendPage(reply, 400, addressesPage(paths, sessionOf(request), area, key, { value, error: error.message }))
     }
     request.log.info({ keyId: key.id }, 'console: key addresses changed')
-    return reply.redirect(afterChange(area, 'addresses'), 303)
+    return afterChange(context, request, reply, area, 'addresses', key)
   })
 }
 
@@ -98,7 +97,7 @@ export function rateLimitRoutes(context: KeyRouteContext): void {
       return sendPage(reply, 400, page(error.message, rateLimitFieldOf(error)))
     }
     request.log.info({ keyId: key.id, rateLimit }, 'console: key rate limit changed')
-    return reply.redirect(afterChange(area, 'rate-limit'), 303)
+    return afterChange(context, request, reply, area, 'rate-limit', key)
   })
 }
 
@@ -110,7 +109,7 @@ export function endRoutes(context: KeyRouteContext): void {
       const area = await areaOf(request)
       requireManage(area)
       const key = await keys.find(keyIdOf(request.params), area.owner)
-      if (key === undefined) throw new ApiError('keyNotFound')
+      if (key === undefined) throw staleKey(area)
       return sendPage(reply, 200, confirmPage(paths, sessionOf(request), area, key, action))
     })
 
@@ -118,10 +117,12 @@ export function endRoutes(context: KeyRouteContext): void {
       const area = await areaOf(request)
       requireManage(area)
       const keyId = keyIdOf(request.params)
+      const key = await keys.find(keyId, area.owner)
+      if (key === undefined) throw staleKey(area)
       const actor = consoleActor(request)
       const result = action === 'revoke' ? await keys.revoke(keyId, actor, area.owner) : await keys.delete(keyId, actor, area.owner)
       request.log.info({ keyId, action, invalidation: result.invalidation }, `console: key ${action === 'revoke' ? 'revoked' : 'deleted'}`)
-      return reply.redirect(afterChange(area, action === 'revoke' ? 'revoked' : 'deleted'), 303)
+      return afterChange(context, request, reply, area, action === 'revoke' ? 'revoked' : 'deleted', key)
     })
   }
 }

@@ -104,6 +104,6 @@ export function defaultRateLimitRoutes(context: KeyRouteContext): void {
       return refuse(error.message)
     }
     request.log.info({ subAccountId: area.subAccount.id, keyRateLimit: limit }, 'console: default key rate limit changed')
-    return reply.redirect(afterChange(area, 'default-rate-limit'), 303)
+    return afterChange(context, request, reply, area, 'default-rate-limit')
   })
 }

@@ -92,7 +92,7 @@ ${options.notice !== undefined && html`<div class="notice" role="status"><p>${no
   <tbody>${members.map((member) => memberRow(membersPath, session, member))}</tbody>
 </table>
 </div>
-<p class="hint">Removing a membership takes effect on the member’s next page. Disabling ends the account’s sessions at once and refuses its sign-in; it is offered only for accounts that belong to this agency alone, as the account is shared with every agency it belongs to. New members are added by an operator (<code>ctl user create</code>).</p>`,
+<p class="hint">Removing a membership takes effect on the member’s next page. Disabling ends the account’s sessions at once and refuses its sign-in; it is offered only for accounts that belong to this agency alone, as the account is shared with every agency it belongs to. New members are invited from <a href="${area.keysPath.replace(/\/keys$/, '/invitations/new')}">Invite a member</a> (or added by an operator, <code>ctl user create</code>).</p>`,
   })
 }
 

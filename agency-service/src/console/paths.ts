@@ -17,6 +17,8 @@ export const consoleRoutes = {
   agencyAudit: '/agencies/:tenantId/audit',
   subAccountAudit: '/sub-accounts/:tenantId/audit',
   agencyMembers: '/agencies/:tenantId/members',
+  agencyInvite: '/agencies/:tenantId/invitations/new',
+  invitation: '/invitations/:token',
   accountPassword: '/account/password',
 } as const
 
@@ -37,6 +39,10 @@ export interface ConsolePaths {
   subAccountAudit(subAccountId: string): string
   /** An agency's members page (its owners'). */
   agencyMembers(agencyId: string): string
+  /** An agency's page for inviting a member (its owners' and admins'). */
+  agencyInvite(agencyId: string): string
+  /** The page an invitation link opens (no session needed). */
+  invitation(token: string): string
   /** The signed-in user's own password. */
   readonly accountPassword: string
 }
@@ -55,6 +61,8 @@ export function consolePaths(prefix: string): ConsolePaths {
     agencyAudit: (agencyId) => under(consoleRoutes.agencyAudit.replace(':tenantId', () => agencyId)),
     subAccountAudit: (subAccountId) => under(consoleRoutes.subAccountAudit.replace(':tenantId', () => subAccountId)),
     agencyMembers: (agencyId) => under(consoleRoutes.agencyMembers.replace(':tenantId', () => agencyId)),
+    agencyInvite: (agencyId) => under(consoleRoutes.agencyInvite.replace(':tenantId', () => agencyId)),
+    invitation: (token) => under(consoleRoutes.invitation.replace(':token', () => encodeURIComponent(token))),
     accountPassword: under(consoleRoutes.accountPassword),
   }
 }

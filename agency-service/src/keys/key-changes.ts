@@ -57,10 +57,12 @@ export async function updateKey(context: KeyContext, id: string, update: KeyUpda
     const found = await lockKeyRow(client, id, update.owner)
     requireChangeable(found, change, context.now())
     const updated = await writeChange(client, id, change)
-    const isChange =
-      canonicalCidrs(found.allowed_cidrs).join(',') !== canonicalCidrs(updated.allowed_cidrs).join(',') ||
-      !sameRateLimit(rateLimitOf(found), rateLimitOf(updated))
-    if (isChange) await recordKeyEvent(client, updated, 'key.updated', who)
+    const changedFields = [
+      ...(canonicalCidrs(found.allowed_cidrs).join(',') !== canonicalCidrs(updated.allowed_cidrs).join(',') ? ['allowedCidrs'] : []),
+      ...(sameRateLimit(rateLimitOf(found), rateLimitOf(updated)) ? [] : ['rateLimit']),
+    ]
+    const isChange = changedFields.length > 0
+    if (isChange) await recordKeyEvent(client, updated, 'key.updated', who, changedFields)
     return { row: updated, changed: isChange, xid: await currentTransactionId(client) }
   })
   if (changed) await context.invalidate({ keys: [{ hash: row.key_hash, state: 'changed' }], xid }, invalidationWhat(change))
