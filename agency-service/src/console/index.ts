@@ -72,7 +72,7 @@ export const consolePlugin: FastifyPluginAsync<ConsoleOptions> = async (app: Fas
     await signedIn.register(homeRoutes, { pool, paths })
     await signedIn.register(keyRoutes, { pool, keys, now, paths })
     await signedIn.register(auditRoutes, { pool, paths, now })
-    await signedIn.register(memberRoutes, { pool, paths })
+    await signedIn.register(memberRoutes, { pool, paths, now })
     await signedIn.register(invitationRoutes, { pool, paths, now })
     await signedIn.register(passwordRoutes, { pool, now, paths })
   })

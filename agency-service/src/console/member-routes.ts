@@ -15,7 +15,7 @@
  * membership is removed instead. A user who is not a member, or a sub-account
  * of another agency, is not found (404).
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Pool } from '@scoped/shared/db'
 import { ApiError } from '@scoped/shared/errors'
 import { uuidOrNotFound } from '@scoped/shared/validation'
@@ -31,6 +31,7 @@ import { FORM_BODY_LIMIT } from './csrf.js'
 import { sendPage } from './error-page.js'
 import type { MemberAction, MemberNotice } from './member-views.js'
 import { memberConfirmPage, memberNotices, membersPage } from './member-views.js'
+import { storeNotice, takeNotice } from './notices.js'
 import type { ConsolePaths } from './paths.js'
 import { consoleRoutes } from './paths.js'
 
@@ -43,13 +44,33 @@ interface Managed {
   membersPath: string
 }
 
-function noticeOf(query: unknown): MemberNotice | undefined {
-  const value = typeof query === 'object' && query !== null ? (query as Record<string, unknown>)['notice'] : undefined
-  return memberNotices.find((known) => known === value)
+/** The notice stored for this session and the members page, once. */
+async function takeMemberNotice(
+  pool: Pool,
+  request: FastifyRequest,
+  membersPath: string,
+): Promise<{ notice: MemberNotice; subject: string | null } | undefined> {
+  const stored = await takeNotice(pool, sessionOf(request).tokenHash, membersPath)
+  const notice = memberNotices.find((known) => known === stored?.notice)
+  return notice === undefined ? undefined : { notice, subject: stored?.subject ?? null }
+}
+
+/** Stores the notice naming the member, shown once by the list, and answers the redirect to it. */
+async function toList(
+  { pool, now }: MemberRouteContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  membersPath: string,
+  notice: MemberNotice,
+  subject: string,
+): Promise<FastifyReply> {
+  await storeNotice(pool, sessionOf(request).tokenHash, membersPath, { notice, subject }, now())
+  return reply.redirect(membersPath, 303)
 }
 
 interface MemberRouteContext {
   pool: Pool
+  now: () => Date
   paths: ConsolePaths
   users: UserService
   memberships: MembershipService
@@ -59,14 +80,15 @@ interface MemberRouteContext {
 const base = consoleRoutes.agencyMembers
 const subAccountPath = `${base}/:userId/sub-accounts/:subAccountId/remove`
 
-export async function memberRoutes(app: FastifyInstance, options: { pool: Pool; paths: ConsolePaths }): Promise<void> {
-  const { pool, paths } = options
-  const context = { pool, paths, users: new UserService(pool), memberships: new MembershipService(pool), members: new MemberStore(pool) }
+export async function memberRoutes(app: FastifyInstance, options: { pool: Pool; paths: ConsolePaths; now: () => Date }): Promise<void> {
+  const { pool, paths, now } = options
+  const context = { pool, paths, now, users: new UserService(pool), memberships: new MembershipService(pool), members: new MemberStore(pool) }
 
   app.get<{ Params: TenantParams }>(base, async (request, reply) => {
     const { area, membersPath } = await managed(context, request)
     const list = await context.members.list(area.agency.id)
-    return sendPage(reply, 200, membersPage({ paths, session: sessionOf(request), area, membersPath, members: list, notice: noticeOf(request.query) }))
+    const notice = await takeMemberNotice(pool, request, membersPath)
+    return sendPage(reply, 200, membersPage({ paths, session: sessionOf(request), area, membersPath, members: list, notice }))
   })
   removeRoutes(app, context)
   disableRoutes(app, context)
@@ -119,7 +141,7 @@ function removeRoutes(app: FastifyInstance, context: MemberRouteContext): void {
     const member = await otherMember(context, request, area)
     await memberships.removeMember(area.agency.id, member.id, undefined, userActor(sessionOf(request).userId, request.ip))
     request.log.info({ userId: member.id, agencyId: area.agency.id }, 'console: membership removed')
-    return reply.redirect(`${membersPath}?notice=removed`, 303)
+    return toList(context, request, reply, membersPath, 'removed', member.email)
   })
 
   app.get<{ Params: SubAccountMemberParams }>(subAccountPath, async (request, reply) =>
@@ -132,7 +154,7 @@ function removeRoutes(app: FastifyInstance, context: MemberRouteContext): void {
     const subAccount = subAccountOf(request, member)
     await memberships.removeMember(area.agency.id, member.id, subAccount.id, userActor(sessionOf(request).userId, request.ip))
     request.log.info({ userId: member.id, subAccountId: subAccount.id }, 'console: sub-account membership removed')
-    return reply.redirect(`${membersPath}?notice=sub-account-removed`, 303)
+    return toList(context, request, reply, membersPath, 'sub-account-removed', `${member.email} from ${subAccount.name}`)
   })
 }
 
@@ -151,6 +173,6 @@ function disableRoutes(app: FastifyInstance, context: MemberRouteContext): void 
     const member = await otherMember(context, request, area)
     await context.users.disableMember(area.agency.id, member.id, userActor(sessionOf(request).userId, request.ip))
     request.log.info({ userId: member.id, agencyId: area.agency.id }, 'console: user disabled')
-    return reply.redirect(`${membersPath}?notice=disabled`, 303)
+    return toList(context, request, reply, membersPath, 'disabled', member.email)
   })
 }

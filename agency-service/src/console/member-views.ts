@@ -18,10 +18,16 @@ const roleNames = { owner: 'Owner', admin: 'Admin', member: 'Member' } as const
 export const memberNotices = ['removed', 'sub-account-removed', 'disabled'] as const
 export type MemberNotice = (typeof memberNotices)[number]
 
-const noticeText: Record<MemberNotice, string> = {
-  removed: 'The membership was removed, with the user’s memberships of the agency’s sub-accounts. Their next page shows only what they still belong to.',
-  'sub-account-removed': 'The sub-account membership was removed.',
-  disabled: 'The account was disabled. Its sessions have ended and it can no longer sign in.',
+/** What the list says after a change, naming whom (`subject`: an email, or "email from sub-account"). */
+function noticeText(notice: MemberNotice, subject: string | null): string {
+  switch (notice) {
+    case 'removed':
+      return `${subject ?? 'The member'} was removed from the agency, with their memberships of its sub-accounts. Their next page shows only what they still belong to.`
+    case 'sub-account-removed':
+      return `Removed ${subject ?? 'the sub-account membership'}.`
+    case 'disabled':
+      return `The account of ${subject ?? 'the member'} was disabled. Its sessions have ended and it can no longer sign in.`
+  }
 }
 
 /** Where a member's actions live: <members>/<user id>/… */
@@ -71,7 +77,7 @@ export interface MembersPageOptions {
   area: KeyArea
   membersPath: string
   members: readonly AgencyMember[]
-  notice?: MemberNotice | undefined
+  notice?: { notice: MemberNotice; subject: string | null } | undefined
 }
 
 export function membersPage(options: MembersPageOptions): string {
@@ -84,7 +90,7 @@ export function membersPage(options: MembersPageOptions): string {
     body: html`<h1>Members</h1>
 <p class="lede">The people who can sign in to ${tenantName(area)}’s settings. Owners and admins manage every key of the agency and its sub-accounts; a member sees the agency’s keys and manages those of the sub-accounts they belong to.</p>
 ${settingsTabs(area, 'members')}
-${options.notice !== undefined && html`<div class="notice" role="status"><p>${noticeText[options.notice]}</p></div>`}
+${options.notice !== undefined && html`<div class="notice" role="status"><p>${noticeText(options.notice.notice, options.notice.subject)}</p></div>`}
 <div class="table-wrap" role="region" aria-labelledby="members-caption" tabindex="0">
 <table>
   <caption id="members-caption" class="visually-hidden">Members of ${area.agency.name}</caption>
