@@ -40,7 +40,11 @@ t.test('owners see the members page; admins and members are refused it, other ag
     [world.admin, 'Admin'],
     [world.member, 'Member'],
   ] as const) {
-    t.match(page.body, new RegExp(`<th scope="row">${user.email}</th>\\s*<td>${role}</td>`), `${user.email} is listed as ${role}`)
+    t.match(
+      page.body,
+      new RegExp(`<th scope="row" data-label="Email">${user.email}</th>\\s*<td data-label="Role">${role}</td>`),
+      `${user.email} is listed as ${role}`,
+    )
   }
   t.match(page.body, 'Acme West', 'with the sub-accounts each belongs to')
   t.notMatch(page.body, globex.owner.email, 'and nobody of another agency')

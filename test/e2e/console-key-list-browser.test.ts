@@ -237,6 +237,7 @@ t.test('the key list, its states, the audit trail and the notices, in Chromium',
     for (const [path, name] of [
       [`${subKeys}?show=all`, '09-keys-390'],
       [`/console/sub-accounts/${world.subAccountId}/audit`, '10-audit-390'],
+      [`/console/agencies/${world.agencyId}/members`, '12-members-390'],
     ] as const) {
       await small.goto(`${origin}${path}`)
       const width = Number(await small.evaluate('document.documentElement.scrollWidth'))

@@ -63,11 +63,11 @@ function actionsCell(membersPath: string, member: AgencyMember, self: boolean): 
 function memberRow(membersPath: string, session: ConsoleSession, member: AgencyMember): SafeHtml {
   const self = member.id === session.userId
   return html`<tr>
-  <th scope="row">${member.email}</th>
-  <td>${roleNames[member.role]}</td>
-  <td>${subAccountsCell(membersPath, member, self)}</td>
-  <td>${member.disabled ? html`<span class="status status-revoked">Disabled</span>` : html`<span class="status status-active">Active</span>`}</td>
-  <td class="actions-cell">${actionsCell(membersPath, member, self)}</td>
+  <th scope="row" data-label="Email">${member.email}</th>
+  <td data-label="Role">${roleNames[member.role]}</td>
+  <td data-label="Sub-accounts">${subAccountsCell(membersPath, member, self)}</td>
+  <td data-label="Status">${member.disabled ? html`<span class="status status-revoked">Disabled</span>` : html`<span class="status status-active">Active</span>`}</td>
+  <td data-label="Actions" class="actions-cell">${actionsCell(membersPath, member, self)}</td>
 </tr>`
 }
 
@@ -91,8 +91,8 @@ export function membersPage(options: MembersPageOptions): string {
 <p class="lede">The people who can sign in to ${tenantName(area)}’s settings. Owners and admins manage every key of the agency and its sub-accounts; a member sees the agency’s keys and manages those of the sub-accounts they belong to.</p>
 ${settingsTabs(area, 'members')}
 ${options.notice !== undefined && html`<div class="notice" role="status"><p>${noticeText(options.notice.notice, options.notice.subject)}</p></div>`}
-<div class="table-wrap" role="region" aria-labelledby="members-caption" tabindex="0">
-<table>
+<div>
+<table class="stacking">
   <caption id="members-caption" class="visually-hidden">Members of ${area.agency.name}</caption>
   <thead><tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Sub-accounts</th><th scope="col">Status</th><th scope="col">Actions</th></tr></thead>
   <tbody>${members.map((member) => memberRow(membersPath, session, member))}</tbody>
