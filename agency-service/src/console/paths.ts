@@ -18,6 +18,8 @@ export const consoleRoutes = {
   subAccountAudit: '/sub-accounts/:tenantId/audit',
   agencyMembers: '/agencies/:tenantId/members',
   agencyWebhooks: '/agencies/:tenantId/webhooks',
+  agencyInvite: '/agencies/:tenantId/invitations/new',
+  invitation: '/invitations/:token',
   accountPassword: '/account/password',
 } as const
 
@@ -40,6 +42,10 @@ export interface ConsolePaths {
   agencyMembers(agencyId: string): string
   /** An agency's webhook endpoints (its owners' and admins'). */
   agencyWebhooks(agencyId: string): string
+  /** An agency's page for inviting a member (its owners' and admins'). */
+  agencyInvite(agencyId: string): string
+  /** The page an invitation link opens (no session needed). */
+  invitation(token: string): string
   /** The signed-in user's own password. */
   readonly accountPassword: string
 }
@@ -59,6 +65,8 @@ export function consolePaths(prefix: string): ConsolePaths {
     subAccountAudit: (subAccountId) => under(consoleRoutes.subAccountAudit.replace(':tenantId', () => subAccountId)),
     agencyMembers: (agencyId) => under(consoleRoutes.agencyMembers.replace(':tenantId', () => agencyId)),
     agencyWebhooks: (agencyId) => under(consoleRoutes.agencyWebhooks.replace(':tenantId', () => agencyId)),
+    agencyInvite: (agencyId) => under(consoleRoutes.agencyInvite.replace(':tenantId', () => agencyId)),
+    invitation: (token) => under(consoleRoutes.invitation.replace(':token', () => encodeURIComponent(token))),
     accountPassword: under(consoleRoutes.accountPassword),
   }
 }
