@@ -15,6 +15,8 @@
 -- 3. The hash covers the new columns, each appended with its name only when
 --    set: the hash of an event without them is what it was, so the chain of
 --    existing events stays valid (audit-chain.ts computes the same).
+-- 4. Webhooks of key.leaked (019's fan-out) read the leak's url and source
+--    from 020's columns, leak_url and leak_source.
 --
 -- Safe on a populated database: no table rewrite; the CHECK allows every
 -- type an earlier migration did.
@@ -106,11 +108,33 @@ BEGIN
   RETURN NULL;
 END $$;
 
+CREATE OR REPLACE FUNCTION audit_events_to_webhooks() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  row jsonb := to_jsonb(NEW);
+  data jsonb;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM webhook_endpoints WHERE agency_id = NEW.agency_id AND enabled AND NEW.type = ANY (events)) THEN
+    RETURN NULL;
+  END IF;
+  data := jsonb_build_object(
+    'agencyId', NEW.agency_id,
+    'subAccountId', NEW.sub_account_id,
+    'subAccountName', (SELECT name FROM sub_accounts WHERE id = NEW.sub_account_id),
+    'keyId', NEW.key_id,
+    'keyName', NEW.key_name,
+    'scope', NEW.scope,
+    'actor', jsonb_build_object('kind', NEW.actor_kind, 'id', NEW.actor_id));
+  -- A leak's report, under the names 019 gave them (the columns are 020's).
+  data := data || jsonb_strip_nulls(jsonb_build_object('url', row -> 'leak_url', 'source', row -> 'leak_source'));
+  PERFORM webhook_enqueue(NEW.id, NEW.type, NEW.at, NEW.agency_id, data);
+  RETURN NULL;
+END $$;
+
 DO $$
 DECLARE
   fn text;
 BEGIN
-  FOREACH fn IN ARRAY ARRAY['audit_insert(jsonb)', 'audit_write(jsonb, text[])', 'api_keys_audit()'] LOOP
+  FOREACH fn IN ARRAY ARRAY['audit_insert(jsonb)', 'audit_write(jsonb, text[])', 'api_keys_audit()', 'audit_events_to_webhooks()'] LOOP
     EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', fn, current_schema());
     EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', fn);
   END LOOP;
@@ -195,11 +219,32 @@ BEGIN
   RETURN NULL;
 END $$;
 
+CREATE OR REPLACE FUNCTION audit_events_to_webhooks() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  row jsonb := to_jsonb(NEW);
+  data jsonb;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM webhook_endpoints WHERE agency_id = NEW.agency_id AND enabled AND NEW.type = ANY (events)) THEN
+    RETURN NULL;
+  END IF;
+  data := jsonb_build_object(
+    'agencyId', NEW.agency_id,
+    'subAccountId', NEW.sub_account_id,
+    'subAccountName', (SELECT name FROM sub_accounts WHERE id = NEW.sub_account_id),
+    'keyId', NEW.key_id,
+    'keyName', NEW.key_name,
+    'scope', NEW.scope,
+    'actor', jsonb_build_object('kind', NEW.actor_kind, 'id', NEW.actor_id));
+  data := data || jsonb_strip_nulls(jsonb_build_object('url', row -> 'url', 'source', row -> 'source'));
+  PERFORM webhook_enqueue(NEW.id, NEW.type, NEW.at, NEW.agency_id, data);
+  RETURN NULL;
+END $$;
+
 DO $$
 DECLARE
   fn text;
 BEGIN
-  FOREACH fn IN ARRAY ARRAY['audit_insert(jsonb)', 'audit_write(jsonb, text[])', 'api_keys_audit()'] LOOP
+  FOREACH fn IN ARRAY ARRAY['audit_insert(jsonb)', 'audit_write(jsonb, text[])', 'api_keys_audit()', 'audit_events_to_webhooks()'] LOOP
     EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', fn, current_schema());
     EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', fn);
   END LOOP;
