@@ -766,6 +766,8 @@ export interface components {
         | 'user.sign-in-refused'
         | 'membership.added'
         | 'membership.removed'
+        | 'invitation.created'
+        | 'invitation.accepted'
       /** Format: date-time */
       at: string
       actor: {
@@ -1257,6 +1259,8 @@ export interface operations {
           | 'user.sign-in-refused'
           | 'membership.added'
           | 'membership.removed'
+          | 'invitation.created'
+          | 'invitation.accepted'
         /** @description Only events about this key. */
         keyId?: string
         /** @description Only events about this sub-account. */

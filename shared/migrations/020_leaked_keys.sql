@@ -6,7 +6,7 @@
 -- with where it was reported from (`leak_source`: GitHub's `source`, such as
 -- `content` or `commit`, or `report` for the revocation API) and, from GitHub,
 -- the public URL where it was found (`leak_url`). Nullable columns without a
--- default: no table rewrite. The type list is the one of 012 plus key.leaked.
+-- default: no table rewrite. The type list is the one of 015 plus key.leaked.
 
 ALTER TABLE audit_events
   ADD COLUMN leak_source text CHECK (length(leak_source) BETWEEN 1 AND 100),
@@ -18,8 +18,8 @@ ALTER TABLE audit_events DROP CONSTRAINT audit_events_type_check;
 ALTER TABLE audit_events ADD CONSTRAINT audit_events_type_check CHECK (type IN (
   'key.created', 'key.rolled', 'key.revoked', 'key.deleted', 'key.updated', 'key.leaked',
   'sub-account.created', 'sub-account.updated', 'sub-account.deleted',
-  'user.created', 'user.disabled', 'user.password-changed', 'user.signed-in', 'user.sign-in-refused',
-  'membership.removed'
+  'user.created', 'user.updated', 'user.disabled', 'user.password-changed', 'user.signed-in', 'user.sign-in-refused',
+  'membership.added', 'membership.removed'
 ));
 
 -- Down Migration

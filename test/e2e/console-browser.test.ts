@@ -82,13 +82,20 @@ async function createAndCopyKey(t: Test, page: Page, name: string, screenshotNam
   return copied
 }
 
+/** Opens the actions menu of the first listed key named `name` and follows `action` (Roll, Addresses, Revoke, …). */
+async function rowAction(page: Page, name: string, action: string): Promise<void> {
+  const row = page.locator('tbody tr', { has: page.getByRole('rowheader', { name }) }).first()
+  await row.locator('summary').click()
+  await row.getByRole('link', { name: new RegExp(`^${action} `) }).click()
+}
+
 /** Revokes a key through its confirmation page. */
 async function revokeInPage(page: Page, name: string, screenshotName: string): Promise<void> {
-  await page.getByRole('link', { name: `Revoke ${name}` }).click()
+  await rowAction(page, name, 'Revoke')
   await page.getByRole('heading', { name: 'Revoke API key?' }).waitFor()
   await screenshot(page, screenshotName)
   await page.getByRole('button', { name: 'Revoke key' }).click()
-  await page.getByText('The key was revoked.').waitFor()
+  await page.getByText(/^Key .* was revoked\./).waitFor()
 }
 
 t.test('agency owners and sub-account members manage keys in the browser, through the gateway', async (t) => {
@@ -207,7 +214,7 @@ t.test('agency owners and sub-account members manage keys in the browser, throug
       t.equal((await stack.api('/v1/agents', oldKey)).status, 200, 'the key works from an allowed address (the test runs on 127.0.0.1)')
 
       await page.goto(`${stack.origin}${subKeys}`)
-      await page.getByRole('link', { name: 'Roll nightly export' }).click()
+      await rowAction(page, 'nightly export', 'Roll')
       await page.getByRole('heading', { name: 'Roll API key?' }).waitFor()
       for (const preset of [
         'End the old key now',
@@ -233,11 +240,11 @@ t.test('agency owners and sub-account members manage keys in the browser, throug
       t.equal((await stack.api('/v1/agents', oldKey)).status, 200, 'the old key keeps working in its grace period')
 
       await page.goto(`${stack.origin}${subKeys}`)
-      t.ok(await page.getByText('Replaced; works until').isVisible(), 'the list shows the old key in its grace period')
-      t.equal(await page.getByRole('link', { name: 'Roll nightly export' }).count(), 1, 'only the new key can be rolled')
+      t.ok(await page.getByText(/Rolling — ends in/).isVisible(), 'the list shows the old key in its grace period')
+      t.equal(await page.locator('a[aria-label^="Roll nightly export"]').count(), 1, 'only the new key can be rolled')
       await screenshot(page, 'console-17-keys-after-roll')
 
-      await page.getByRole('link', { name: 'Addresses of nightly export' }).first().click()
+      await rowAction(page, 'nightly export', 'Addresses')
       await page.getByRole('heading', { name: 'Allowed addresses' }).waitFor()
       await page.getByLabel('Allowed addresses', { exact: true }).fill('192.0.2.0/24')
       await screenshot(page, 'console-18-change-addresses')
@@ -245,7 +252,7 @@ t.test('agency owners and sub-account members manage keys in the browser, throug
       // The new key was just used from 127.0.0.1, which the new list leaves out: the page asks first.
       await page.getByRole('heading', { name: 'This list would lock out the key’s current traffic' }).waitFor()
       await page.getByRole('button', { name: 'Save anyway' }).click()
-      await page.getByText('The key’s allowed addresses were changed.').waitFor()
+      await page.getByText(/^The allowed addresses of key nightly export .* were changed\./).waitFor()
       const refused = await stack.api('/v1/agents', newKey)
       t.equal(refused.status, 403, 'the very next request from outside the new list is refused')
       t.same(refused.body, { success: false, message: 'This API key cannot be used from this address' })

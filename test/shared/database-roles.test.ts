@@ -60,6 +60,9 @@ const EXPECTED: Record<string, Record<ServiceGroupRole, string>> = {
   console_sign_in_refusals: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIUD' },
   console_key_reveals: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIUD' },
   console_form_submissions: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIUD' },
+  // 022: the console's one-time notices (taken by a DELETE) and its invitations.
+  console_notices: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SID' },
+  console_invitations: { scoped_gateway: '', scoped_resource: '', scoped_agency: 'SIUD' },
   key_invalidations: { scoped_gateway: 'S', scoped_resource: '', scoped_agency: '' },
   gateway_replicas: { scoped_gateway: 'S', scoped_resource: '', scoped_agency: 'S' },
   schema_migrations: { scoped_gateway: '', scoped_resource: 'S', scoped_agency: 'S' },

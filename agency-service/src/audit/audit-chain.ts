@@ -37,6 +37,16 @@ const FIELDS = [
   'prev_hash',
 ] as const
 
+/**
+ * Fields added after 015 (migration 023), each encoded as `<name>=<text>` and
+ * appended only when set, so the hash of an event without them is unchanged.
+ */
+const OPTIONAL_FIELDS = ['key_hint', 'changed_fields::text', 'leak_source', 'leak_url'] as const
+
+function optionalField(field: (typeof OPTIONAL_FIELDS)[number]): string {
+  return `'${field.replace('::text', '')}=' || ${field}`
+}
+
 interface ChainRow {
   fields: (string | null)[]
   id: string
@@ -74,7 +84,7 @@ export async function verifyAuditChain(pool: Pool, agencyId: string): Promise<Ve
   const agency = await pool.query(`SELECT 1 FROM agencies WHERE id = $1`, [agencyId])
   if (agency.rowCount === 0) throw new ApiError('agencyNotFound')
   const { rows } = await pool.query<ChainRow>(
-    `SELECT ARRAY[${FIELDS.join(', ')}] AS fields, id, chain_seq::text AS chain_seq, prev_hash, hash
+    `SELECT ARRAY[${FIELDS.join(', ')}] || array_remove(ARRAY[${OPTIONAL_FIELDS.map(optionalField).join(', ')}], NULL) AS fields, id, chain_seq::text AS chain_seq, prev_hash, hash
        FROM audit_events e WHERE agency_id = $1 ORDER BY e.chain_seq`,
     [agencyId],
   )

@@ -37,6 +37,8 @@ export const auditEventTypes = [
   'user.sign-in-refused',
   'membership.added',
   'membership.removed',
+  'invitation.created',
+  'invitation.accepted',
 ] as const
 export type AuditEventType = (typeof auditEventTypes)[number]
 
@@ -63,6 +65,12 @@ export interface NewAuditEvent {
   refusals?: number | null
   /** Required for key.leaked (the database checks it), absent otherwise: where the leak was reported from (leaks/leak-response.ts). */
   leak?: LeakReport | null
+  /** For invitation.created: whom, with what role (there is no user yet). */
+  invitee?: { email: string; role: Role } | null
+  /** The key's hint (sak_live_…xxxx), so the trail matches the key list. */
+  keyHint?: string | null
+  /** For key.updated: which settings changed (`allowedCidrs`, `rateLimit`, …). */
+  changedFields?: readonly string[] | null
 }
 
 /** Where a leaked key was reported: GitHub's `source` (`content`, `commit`, …) and URL, or `report` (the public revocation API) and no URL. */
@@ -96,6 +104,12 @@ export interface AuditRecord extends AuditEvent {
    * the database itself vouches for, where the actor is what the writer declared.
    */
   databaseLogin: string | null
+  /** For invitation.created, the email and role invited. */
+  invitee: { email: string; role: Role | null } | null
+  /** The key's hint at the time (sak_live_…xxxx); null on events written before it was kept. */
+  keyHint: string | null
+  /** For key.updated, which settings changed; null when not recorded (then `changes` says). */
+  changedFields: string[] | null
 }
 
 export type AuditChanges = Record<string, { before: unknown; after: unknown }>
@@ -130,10 +144,12 @@ interface AuditRow {
   refusals: number | null
   changes: AuditChanges | null
   database_login: string | null
+  key_hint: string | null
+  changed_fields: string[] | null
 }
 
 const COLUMNS =
-  'id, type, at, actor_kind, actor_id, sub_account_id, key_id, key_name, scope, host(client_address) AS client_address, user_id, user_email, role, refusals, changes, database_login'
+  'id, type, at, actor_kind, actor_id, sub_account_id, key_id, key_name, scope, host(client_address) AS client_address, user_id, user_email, role, refusals, changes, database_login, key_hint, changed_fields'
 
 function toRecord(row: AuditRow): AuditRecord {
   return {
@@ -150,6 +166,9 @@ function toRecord(row: AuditRow): AuditRecord {
     refusals: row.refusals,
     changes: row.changes,
     databaseLogin: row.database_login,
+    invitee: row.user_id === null && row.user_email !== null ? { email: row.user_email, role: row.role } : null,
+    keyHint: row.key_hint,
+    changedFields: row.changed_fields,
   }
 }
 
@@ -182,11 +201,13 @@ export async function recordAuditEvent(client: PoolClient, event: NewAuditEvent)
       key_name: event.keyName ?? null,
       scope: event.scope ?? null,
       user_id: event.user?.id ?? null,
-      user_email: event.user?.email ?? null,
-      role: event.user?.role ?? null,
+      user_email: event.user?.email ?? event.invitee?.email ?? null,
+      role: event.user?.role ?? event.invitee?.role ?? null,
       refusals: event.refusals ?? null,
       leak_source: event.leak?.source ?? null,
       leak_url: event.leak?.url ?? null,
+      key_hint: event.keyHint ?? null,
+      changed_fields: event.changedFields ?? null,
     }),
   ])
 }

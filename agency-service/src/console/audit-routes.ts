@@ -10,6 +10,7 @@ import type { AuditEventType, AuditOwner } from '../audit/audit-log.js'
 import { AuditLog, auditEventTypes } from '../audit/audit-log.js'
 import type { KeyArea } from './access.js'
 import { agencyKeyArea, requireAuditReader, subAccountKeyArea } from './access.js'
+import { auditKeyFacts } from './audit-keys.js'
 import { auditPage } from './audit-views.js'
 import { sessionOf } from './authenticate.js'
 import { sendPage } from './error-page.js'
@@ -25,7 +26,7 @@ function queryValue(query: unknown, name: string): string | undefined {
   return typeof value === 'string' && value !== '' ? value : undefined
 }
 
-export async function auditRoutes(app: FastifyInstance, options: { pool: Pool; paths: ConsolePaths }): Promise<void> {
+export async function auditRoutes(app: FastifyInstance, options: { pool: Pool; paths: ConsolePaths; now: () => Date }): Promise<void> {
   const { pool, paths } = options
   const auditLog = new AuditLog(pool)
   const kinds: ReadonlyArray<{ path: string; resolve: typeof agencyKeyArea; owner: (area: KeyArea) => AuditOwner }> = [
@@ -49,7 +50,12 @@ export async function auditRoutes(app: FastifyInstance, options: { pool: Pool; p
           ? undefined
           : `${area.auditPath}?${new URLSearchParams({ ...(type === undefined ? {} : { type }), cursor: page.pagination.nextCursor }).toString()}`
       const names = await auditLog.names(page.data, area.agency.id)
-      return sendPage(reply, 200, auditPage({ paths, session, area, events: page.data, names, type, olderHref }))
+      const keyFacts = await auditKeyFacts(
+        pool,
+        page.data.map((event) => event.keyId),
+        area.agency.id,
+      )
+      return sendPage(reply, 200, auditPage({ paths, session, area, events: page.data, names, keyFacts, type, olderHref, now: options.now() }))
     })
   }
 }

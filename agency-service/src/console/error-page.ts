@@ -4,7 +4,7 @@
  * status; unexpected ones are logged and described to nobody.
  */
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
-import { clientErrorCode, errorCatalog, isApiError } from '@scoped/shared/errors'
+import { ApiError, clientErrorCode, errorCatalog, isApiError } from '@scoped/shared/errors'
 import type { ConsoleSession } from './sessions.js'
 import { html } from './html.js'
 import { page } from './layout.js'
@@ -14,17 +14,39 @@ export function sendPage(reply: FastifyReply, status: number, body: string): Fas
   return reply.code(status).type('text/html; charset=utf-8').send(body)
 }
 
-export function sendErrorPage(reply: FastifyReply, paths: ConsolePaths, status: number, message: string, session?: ConsoleSession): FastifyReply {
+/**
+ * A page about something that is gone (Back after a delete): still a 404,
+ * but said kindly, with the way on (the list it belonged to).
+ */
+export class StalePageError extends ApiError {
+  constructor(
+    message: string,
+    readonly wayOn: { href: string; label: string },
+  ) {
+    super('keyNotFound', message)
+  }
+}
+
+export function sendErrorPage(
+  reply: FastifyReply,
+  paths: ConsolePaths,
+  status: number,
+  message: string,
+  session?: ConsoleSession,
+  wayOn?: { href: string; label: string },
+): FastifyReply {
   const title =
-    status === 404
-      ? 'Not found'
-      : status === 403
-        ? 'Not allowed'
-        : status === 429
-          ? 'Too many requests'
-          : status >= 500
-            ? 'Something went wrong'
-            : 'Request refused'
+    wayOn !== undefined
+      ? 'No longer here'
+      : status === 404
+        ? 'Not found'
+        : status === 403
+          ? 'Not allowed'
+          : status === 429
+            ? 'Too many requests'
+            : status >= 500
+              ? 'Something went wrong'
+              : 'Request refused'
   return sendPage(
     reply,
     status,
@@ -34,7 +56,7 @@ export function sendErrorPage(reply: FastifyReply, paths: ConsolePaths, status: 
       session,
       body: html`<h1>${title}</h1>
 <div class="alert" role="alert"><p>${message}</p></div>
-<p><a href="${paths.home}">Back to the console</a></p>`,
+<p><a href="${wayOn?.href ?? paths.home}">${wayOn?.label ?? 'Back to the console'}</a></p>`,
     }),
   )
 }
@@ -52,8 +74,10 @@ export function shownError(error: unknown): { status: number; message: string; e
 
 export function consoleErrorHandler(paths: ConsolePaths) {
   return function handleConsoleError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+    const session = request.consoleSession ?? undefined
+    if (error instanceof StalePageError) return sendErrorPage(reply, paths, 404, error.message, session, error.wayOn)
     const shown = shownError(error)
     if (!shown.expected) request.log.error({ err: error }, 'console: unhandled error')
-    return sendErrorPage(reply, paths, shown.status, shown.message, request.consoleSession ?? undefined)
+    return sendErrorPage(reply, paths, shown.status, shown.message, session)
   }
 }

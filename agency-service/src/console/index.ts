@@ -29,6 +29,7 @@ import { csrfHook, sessionHook } from './authenticate.js'
 import { FORM_BODY_LIMIT } from './csrf.js'
 import { consoleErrorHandler, sendErrorPage } from './error-page.js'
 import { homeRoutes } from './home.js'
+import { acceptInvitationRoutes, invitationRoutes } from './invitation-routes.js'
 import { keyRoutes } from './key-routes.js'
 import { memberRoutes } from './member-routes.js'
 import { passwordRoutes } from './password-routes.js'
@@ -69,14 +70,16 @@ export const consolePlugin: FastifyPluginAsync<ConsoleOptions> = async (app: Fas
 
   await app.register(assetRoutes)
   await app.register(signInRoutes, { pool, now, paths, deviceSecret: options.deviceSecret ?? randomBytes(32) })
+  await app.register(acceptInvitationRoutes, { pool, now, paths })
   await app.register(async (signedIn) => {
     signedIn.addHook('onRequest', sessionHook(pool, now, paths))
     signedIn.addHook('preHandler', csrfHook(paths))
     await signedIn.register(homeRoutes, { pool, paths })
     await signedIn.register(keyRoutes, { pool, keys, now, paths })
-    await signedIn.register(auditRoutes, { pool, paths })
+    await signedIn.register(auditRoutes, { pool, paths, now })
     await signedIn.register(usageConsoleRoutes, { pool, now, paths })
     await signedIn.register(memberRoutes, { pool, now, paths })
+    await signedIn.register(invitationRoutes, { pool, paths, now })
     await signedIn.register(webhookConsoleRoutes, { pool, paths, policy: options.webhookPolicy ?? { allowPrivateAddresses: false } })
     await signedIn.register(passwordRoutes, { pool, now, paths })
   })

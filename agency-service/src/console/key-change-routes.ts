@@ -6,7 +6,6 @@
  * and goes through submitOnce (form-once.ts): a repeated submission of the
  * same form gets the first one's answer.
  */
-import { ApiError } from '@scoped/shared/errors'
 import { cidrMatcher } from '@scoped/shared/ip-address'
 import { parseDecimal } from '@scoped/shared/rate-limit'
 import type { KeySummary } from '../keys/key-service.js'
@@ -18,7 +17,7 @@ import { submitOnce } from './form-once.js'
 import { addressesPage, GRACE_PRESETS, rollPage } from './key-form-views.js'
 import { formProblems, rateLimitErrors, RATE_LIMIT_FIELDS, cidrAllowlist } from './key-forms.js'
 import type { KeyParams, KeyRouteContext } from './key-route-context.js'
-import { afterChange, consoleActor, keyIdOf } from './key-route-context.js'
+import { afterChange, consoleActor, keyIdOf, staleKey } from './key-route-context.js'
 import type { KeyAction } from './key-views.js'
 import { confirmPage, rateLimitPage } from './key-views.js'
 
@@ -98,7 +97,7 @@ export function addressRoutes(context: KeyRouteContext): void {
         return page({ value, errors: problems })
       }
       request.log.info({ keyId: key.id }, 'console: key addresses changed')
-      return afterChange(area, 'addresses')
+      return afterChange(context, request, area, 'addresses', key)
     })
   })
 }
@@ -135,7 +134,7 @@ export function rateLimitRoutes(context: KeyRouteContext): void {
         return refused(errors)
       }
       request.log.info({ keyId: key.id, rateLimit }, 'console: key rate limit changed')
-      return afterChange(area, 'rate-limit')
+      return afterChange(context, request, area, 'rate-limit', key)
     })
   })
 }
@@ -148,7 +147,7 @@ export function endRoutes(context: KeyRouteContext): void {
       const area = await areaOf(request)
       requireManage(area)
       const key = await keys.find(keyIdOf(request.params), area.owner)
-      if (key === undefined) throw new ApiError('keyNotFound')
+      if (key === undefined) throw staleKey(area)
       return sendPage(reply, 200, confirmPage(paths, sessionOf(request), area, key, action))
     })
 
@@ -157,10 +156,13 @@ export function endRoutes(context: KeyRouteContext): void {
       requireManage(area)
       const keyId = keyIdOf(request.params)
       return submitOnce(context, request, reply, async () => {
+        // Inside the once-only work: a repeat of a delete finds no key, and must get the first answer.
+        const key = await keys.find(keyId, area.owner)
+        if (key === undefined) throw staleKey(area)
         const actor = consoleActor(request)
         const result = action === 'revoke' ? await keys.revoke(keyId, actor, area.owner) : await keys.delete(keyId, actor, area.owner)
         request.log.info({ keyId, action, invalidation: result.invalidation }, `console: key ${action === 'revoke' ? 'revoked' : 'deleted'}`)
-        return afterChange(area, action === 'revoke' ? 'revoked' : 'deleted')
+        return afterChange(context, request, area, action === 'revoke' ? 'revoked' : 'deleted', key)
       })
     })
   }

@@ -118,7 +118,7 @@ export function defaultRateLimitRoutes(context: KeyRouteContext): void {
         return refuse(errors)
       }
       request.log.info({ subAccountId: area.subAccount.id, keyRateLimit: limit }, 'console: default key rate limit changed')
-      return afterChange(area, 'default-rate-limit')
+      return afterChange(context, request, area, 'default-rate-limit')
     })
   })
 }

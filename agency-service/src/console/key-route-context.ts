@@ -13,8 +13,11 @@ import type { CreatedKey, KeyService, KeySummary } from '../keys/key-service.js'
 import type { KeyArea } from './access.js'
 import { requireManage } from './access.js'
 import { sessionOf } from './authenticate.js'
+import { StalePageError } from './error-page.js'
 import type { FormOutcome } from './form-once.js'
+import { keyLabel } from './key-list.js'
 import type { Notice } from './key-views.js'
+import { storeNotice, takeNotice } from './notices.js'
 import type { ConsolePaths } from './paths.js'
 
 export interface KeyRoutesOptions {
@@ -51,7 +54,7 @@ export function keyRouteContext(app: FastifyInstance, options: KeyRoutesOptions,
     async manageableKey(area, params) {
       requireManage(area)
       const key = await keys.find(keyIdOf(params), area.owner)
-      if (key === undefined) throw new ApiError('keyNotFound')
+      if (key === undefined) throw staleKey(area)
       return key
     },
     reveal(area, created, unconfirmed = false) {
@@ -66,19 +69,47 @@ export function consoleActor(request: FastifyRequest): Actor {
   return userActor(sessionOf(request).userId, request.ip)
 }
 
+/** A key that is not (or no longer) in the area: a page that says so and leads back to the list. */
+export function staleKey(area: KeyArea): StalePageError {
+  return new StalePageError('This key no longer exists: it was deleted, or never belonged here. Its page is out of date.', {
+    href: area.keysPath,
+    label: `Back to the API keys of ${area.subAccount?.name ?? area.agency.name}`,
+  })
+}
+
 export function keyIdOf(params: KeyParams): string {
   return uuidOrNotFound(params.keyId, () => new ApiError('keyNotFound'))
 }
 
 const notices: readonly Notice[] = ['revoked', 'deleted', 'addresses', 'rate-limit', 'default-rate-limit']
 
-export function noticeOf(query: unknown): { notice?: Notice; unconfirmed: boolean } {
+/** Whether the created-key page was reached with word that not every gateway replica confirmed. */
+export function noticeOf(query: unknown): { unconfirmed: boolean } {
   const values = typeof query === 'object' && query !== null ? (query as Record<string, unknown>) : {}
-  const notice = notices.find((known) => known === values['notice'])
-  return { ...(notice === undefined ? {} : { notice }), unconfirmed: values['unconfirmed'] === '1' }
+  return { unconfirmed: values['unconfirmed'] === '1' }
 }
 
-/** Reached only once every replica confirmed: an unconfirmed change throws a 503 page instead. */
-export function afterChange(area: KeyArea, notice: Notice): FormOutcome {
-  return { kind: 'redirect', location: `${area.keysPath}?notice=${notice}` }
+/** The notice stored for this session and the area's key list, once (then it is gone). */
+export async function takeKeyNotice(pool: Pool, request: FastifyRequest, area: KeyArea): Promise<{ notice: Notice; subject: string | null } | undefined> {
+  const stored = await takeNotice(pool, sessionOf(request).tokenHash, area.keysPath)
+  const notice = notices.find((known) => known === stored?.notice)
+  return notice === undefined ? undefined : { notice, subject: stored?.subject ?? null }
+}
+
+/**
+ * Reached only once every replica confirmed (an unconfirmed change throws a
+ * 503 page instead): stores the notice naming the key, shown once by the
+ * list, and answers the redirect to it. Called within submitOnce's work, so a
+ * repeated submit gets the same redirect and no second notice.
+ */
+export async function afterChange(
+  context: Pick<KeyRouteContext, 'pool' | 'now'>,
+  request: FastifyRequest,
+  area: KeyArea,
+  notice: Notice,
+  key?: Pick<KeySummary, 'name' | 'hint'>,
+): Promise<FormOutcome> {
+  const subject = key === undefined ? null : keyLabel(key)
+  await storeNotice(context.pool, sessionOf(request).tokenHash, area.keysPath, { notice, subject }, context.now())
+  return { kind: 'redirect', location: area.keysPath }
 }

@@ -22,10 +22,10 @@
  * The list, creation and the one-time display are here; the changes of a key in key-change-routes.ts.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { ApiError, isApiError } from '@scoped/shared/errors'
+import { isApiError } from '@scoped/shared/errors'
 import type { CreatedKey } from '../keys/key-service.js'
-import { agencyKeyArea, requireManage, subAccountKeyArea } from './access.js'
-import type { KeyArea } from './access.js'
+import { agencyKeyArea, consoleHome, requireManage, subAccountKeyArea } from './access.js'
+import type { ConsoleHome, KeyArea } from './access.js'
 import { sessionOf } from './authenticate.js'
 import { cookieOptions, REVEAL_COOKIE } from './cookies.js'
 import { FORM_BODY_LIMIT, formField } from './csrf.js'
@@ -40,10 +40,12 @@ import { createdKeyPage, KEY_LIMIT_HINT } from './key-form-views.js'
 import { CREATE_FIELDS, createInputFromForm, createInputOf } from './key-forms.js'
 import { takeReveal } from './key-reveal.js'
 import type { AreaResolver, KeyParams, KeyRouteContext, KeyRoutesOptions, TenantParams } from './key-route-context.js'
-import { consoleActor, keyIdOf, keyRouteContext, noticeOf } from './key-route-context.js'
+import { consoleActor, keyIdOf, keyRouteContext, noticeOf, staleKey, takeKeyNotice } from './key-route-context.js'
+import type { AreaLink } from './key-views.js'
 import { keysPage } from './key-views.js'
 import { gridStateFromForm, UNRESTRICTED_GRID, withGridPermissions } from './permission-grid.js'
 import { permissionRoutes, resourcesOf } from './key-permission-routes.js'
+import type { ConsolePaths } from './paths.js'
 import { consoleRoutes } from './paths.js'
 
 export type { KeyRoutesOptions } from './key-route-context.js'
@@ -69,13 +71,26 @@ export async function keyRoutes(app: FastifyInstance, options: KeyRoutesOptions)
 
 /** The list with the create form, and creating a key from it. */
 function listRoutes(context: KeyRouteContext): void {
-  const { app, path, keys, paths, areaOf } = context
+  const { app, path, keys, paths, pool, areaOf } = context
 
   app.get<{ Params: TenantParams }>(path, async (request, reply) => {
     const area = await areaOf(request)
     const list = await keys.list(area.owner)
     const defaultRateLimit = area.subAccount === null ? undefined : await defaultKeyRateLimit(context, area)
-    const view = { paths, session: sessionOf(request), area, keys: list, permissionResources: resourcesOf(context, area), ...noticeOf(request.query) }
+    const notice = await takeKeyNotice(pool, request, area)
+    const showAll = (request.query as Record<string, unknown> | undefined)?.['show'] === 'all'
+    const areas = areaLinks(paths, area, await consoleHome(pool, sessionOf(request).userId))
+    const view = {
+      paths,
+      session: sessionOf(request),
+      area,
+      keys: list,
+      now: new Date(keys.now()),
+      showAll,
+      notice,
+      areas,
+      permissionResources: resourcesOf(context, area),
+    }
     return sendPage(reply, 200, keysPage(defaultRateLimit === undefined ? view : { ...view, defaultRateLimit }))
   })
 
@@ -109,6 +124,17 @@ function listRoutes(context: KeyRouteContext): void {
   })
 }
 
+/** The agency's key settings and those of its sub-accounts the user sees, for the switcher. */
+function areaLinks(paths: ConsolePaths, area: KeyArea, home: ConsoleHome): AreaLink[] {
+  const agency = home.agencies.find((candidate) => candidate.id === area.agency.id)
+  if (agency === undefined) return []
+  const current = area.subAccount?.id
+  return [
+    { label: `${agency.name} (agency keys)`, href: paths.agencyKeys(agency.id), current: current === undefined },
+    ...agency.subAccounts.map((sub) => ({ label: sub.name, href: paths.subAccountKeys(sub.id), current: sub.id === current })),
+  ]
+}
+
 /** The list again, with the form as it was sent and every problem on the field it is about; anything else is thrown on. */
 async function refuseCreation(context: KeyRouteContext, request: FastifyRequest, area: KeyArea, form: CreateFormState, error: unknown): Promise<FormOutcome> {
   const field = createInputOf(error)
@@ -118,18 +144,16 @@ async function refuseCreation(context: KeyRouteContext, request: FastifyRequest,
     error instanceof FormRefusal ? error.errors : [{ field, message: limit ? `${(error as Error).message}. ${KEY_LIMIT_HINT}` : (error as Error).message }]
   const list = await context.keys.list(area.owner)
   const status = isApiError(error) ? error.statusCode : 400
-  return {
-    kind: 'page',
-    status,
-    body: keysPage({
-      paths: context.paths,
-      session: sessionOf(request),
-      area,
-      keys: list,
-      form: { ...form, errors },
-      permissionResources: resourcesOf(context, area),
-    }),
-  }
+  const body = keysPage({
+    paths: context.paths,
+    session: sessionOf(request),
+    area,
+    keys: list,
+    now: new Date(context.keys.now()),
+    form: { ...form, errors },
+    permissionResources: resourcesOf(context, area),
+  })
+  return { kind: 'page', status, body }
 }
 
 /** The plaintext of a new key, once (then 410), and for a roll what became of the key it replaced. */
@@ -140,7 +164,7 @@ function createdKeyRoute(context: KeyRouteContext): void {
     const area = await areaOf(request)
     const keyId = keyIdOf(request.params)
     const key = await keys.find(keyId, area.owner)
-    if (key === undefined) throw new ApiError('keyNotFound')
+    if (key === undefined) throw staleKey(area)
     const plaintext = await takeReveal(pool, session.tokenHash, keyId, request.cookies[REVEAL_COOKIE], now())
     reply.clearCookie(REVEAL_COOKIE, cookieOptions(`${area.keysPath}/${keyId}/created`))
     let replaced: ReplacedKey | undefined

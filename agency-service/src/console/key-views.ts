@@ -17,6 +17,7 @@ import type { SafeHtml } from './html.js'
 import { html } from './html.js'
 import type { Crumb } from './layout.js'
 import { csrfInput, page } from './layout.js'
+import { keyList } from './key-list.js'
 import type { ConsolePaths } from './paths.js'
 import type { ConsoleSession } from './sessions.js'
 
@@ -35,21 +36,27 @@ export function crumbs(
   last?: string,
   section: { label: string; href: string } = { label: 'API keys', href: area.keysPath },
 ): Crumb[] {
-  const trail: Crumb[] = [{ label: 'Console', href: paths.home }, { label: area.agency.name }]
-  if (area.subAccount !== null) trail.push({ label: area.subAccount.name })
-  trail.push({ label: settingsName(area) }, section)
+  // Every step is a link: the agency's and the sub-account's names lead to their settings.
+  const trail: Crumb[] = [
+    { label: 'Console', href: paths.home },
+    { label: area.agency.name, href: paths.agencyKeys(area.agency.id) },
+  ]
+  if (area.subAccount !== null) trail.push({ label: area.subAccount.name, href: area.keysPath })
+  trail.push(section)
   if (last !== undefined) trail.push({ label: last })
   return trail
 }
 
 /** The settings pages' tabs: API keys and, for those who may use them, the audit trail and the agency's members. */
-export function settingsTabs(area: KeyArea, current: 'keys' | 'audit' | 'usage' | 'members' | 'webhooks'): SafeHtml {
+export function settingsTabs(area: KeyArea, current: 'keys' | 'audit' | 'usage' | 'members' | 'webhooks' | 'invite'): SafeHtml {
   const tab = (label: string, href: string, here: boolean): SafeHtml =>
     here ? html`<li><a href="${href}" aria-current="page">${label}</a></li>` : html`<li><a href="${href}">${label}</a></li>`
   return html`<nav class="tabs" aria-label="${settingsName(area)}"><ul>${tab('API keys', area.keysPath, current === 'keys')}${
     area.canReadAudit && tab('Audit trail', area.auditPath, current === 'audit')
   }${area.canReadAudit && tab('Usage', area.usagePath, current === 'usage')}${area.membersPath !== null && tab('Members', area.membersPath, current === 'members')}${
     area.webhooksPath !== null && tab('Webhooks', area.webhooksPath, current === 'webhooks')
+  }${
+    area.subAccount === null && area.canManage && tab('Invite a member', area.keysPath.replace(/\/keys$/, '/invitations/new'), current === 'invite')
   }</ul></nav>`
 }
 
@@ -66,78 +73,40 @@ export function formatTime(iso: string | null, never: string): SafeHtml {
   return html`<time datetime="${iso}">${shown}</time>`
 }
 
-const statusNames = { active: 'Active', revoked: 'Revoked', expired: 'Expired' } as const
-
-function statusCell(key: KeySummary): SafeHtml {
-  const badge = html`<span class="status status-${key.status}">${statusNames[key.status]}</span>${permissionsLine(key)}`
-  if (key.status !== 'active') return badge
-  if (key.replacedBy !== null) return html`${badge}<br><span class="hint">Replaced; works until ${formatTime(key.expiresAt, '—')}</span>`
-  return badge
-}
-
-/** A restricted key (issue 30): "Restricted" and its permissions; nothing for an unrestricted one. */
-function permissionsLine(key: KeySummary): SafeHtml | false {
-  if (key.permissions === null) return false
-  const names = key.permissions.length === 0 ? html`no permissions` : key.permissions.map((name, index) => html`${index > 0 ? ', ' : ''}<code>${name}</code>`)
-  return html`<br><span class="hint">Restricted: ${names}</span>`
-}
-
-function addressesCell(key: KeySummary): SafeHtml {
-  if (key.allowedCidrs.length === 0) return html`<span>Any</span>`
-  return html`<ul class="plain-list">${key.allowedCidrs.map((cidr) => html`<li><code>${cidr}</code></li>`)}</ul>`
-}
-
-/** A key's own rate limit in words: "50 per second, bursts of 100". */
+/** A rate limit in plain words with its numbers: "100 requests per minute, bursts of 20". */
 export function rateLimitText(limit: RateLimit): string {
-  return `${limit.rate} per second, bursts of ${limit.burst}`
+  const perMinute = Math.round(limit.rate * 60 * 100) / 100
+  const pace = limit.rate < 10 ? `${perMinute} requests per minute` : `${limit.rate} requests per second`
+  return `${pace}, bursts of ${limit.burst}`
 }
 
-function rateLimitCell(key: KeySummary): SafeHtml {
-  return key.rateLimit === null ? html`<span>Route default</span>` : html`<span>${rateLimitText(key.rateLimit)}</span>`
+/** A key's limit in a list: its own, or the route's. */
+export function keyRateLimitWords(limit: RateLimit | null): string {
+  return limit === null ? 'Route default' : rateLimitText(limit)
 }
 
-function keyRow(area: KeyArea, key: KeySummary): SafeHtml {
-  const active = key.status === 'active'
-  const actions =
-    area.canManage &&
-    html`${active && key.replacedBy === null && html`<a href="${area.keysPath}/${key.id}/roll" aria-label="Roll ${key.name}">Roll</a>`}${
-      active && html`<a href="${area.keysPath}/${key.id}/addresses" aria-label="Addresses of ${key.name}">Addresses</a>`
-    }${active && html`<a href="${area.keysPath}/${key.id}/permissions" aria-label="Permissions of ${key.name}">Permissions</a>`}${active && area.canSetRateLimit && html`<a href="${area.keysPath}/${key.id}/rate-limit" aria-label="Rate limit of ${key.name}">Rate limit</a>`}${active && html`<a href="${area.keysPath}/${key.id}/revoke" aria-label="Revoke ${key.name}">Revoke</a>`}<a href="${area.keysPath}/${key.id}/delete" aria-label="Delete ${key.name}">Delete</a>`
-  return html`<tr>
-  <th scope="row">${key.name}<br><span class="hint-code key-hint">${key.hint}</span></th>
-  <td class="scope">${key.scope}</td>
-  <td>${statusCell(key)}</td>
-  <td>${formatTime(key.createdAt, '—')}</td>
-  <td>${formatTime(key.lastUsedAt, 'Never')}${key.lastUsedIp !== null && html`<br><span class="hint">from <code>${key.lastUsedIp}</code></span>`}</td>
-  <td>${formatTime(key.expiresAt, 'Never')}</td>
-  <td>${addressesCell(key)}</td>
-  <td>${rateLimitCell(key)}</td>
-  <td>${formatTime(key.revokedAt, '—')}</td>
-  ${area.canManage && html`<td class="actions-cell">${actions}</td>`}
-</tr>`
+/** What the list says after a change, naming the key (`subject`: "web backend (…Moy3)"). */
+function noticeText(notice: Notice, subject: string | null): string {
+  const key = subject === null ? 'The key' : `Key ${subject}`
+  switch (notice) {
+    case 'revoked':
+      return `${key} was revoked. It no longer authenticates any request.`
+    case 'deleted':
+      return `${key} was deleted, with its record.`
+    case 'addresses':
+      return `The allowed addresses of ${subject === null ? 'the key' : `key ${subject}`} were changed. The next request is judged by the new list, on every gateway.`
+    case 'rate-limit':
+      return `The rate limit of ${subject === null ? 'the key' : `key ${subject}`} was changed. The next request is counted against the new limit, on every gateway.`
+    case 'default-rate-limit':
+      return 'The default rate limit for new keys was changed. Keys created from now on get it; existing keys keep theirs.'
+  }
 }
 
-function keyTable(area: KeyArea, keys: readonly KeySummary[]): SafeHtml {
-  if (keys.length === 0) return html`<p>No API keys yet.</p>`
-  return html`<div class="table-wrap" role="region" aria-labelledby="keys-heading" tabindex="0">
-<table>
-  <caption class="visually-hidden">API keys of ${area.subAccount?.name ?? area.agency.name}, newest first</caption>
-  <thead><tr>
-    <th scope="col">Name</th><th scope="col">Scope</th><th scope="col">Status</th>
-    <th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">Addresses</th><th scope="col">Rate limit</th><th scope="col">Revoked</th>
-    ${area.canManage && html`<th scope="col">Actions</th>`}
-  </tr></thead>
-  <tbody>${keys.map((key) => keyRow(area, key))}</tbody>
-</table>
-</div>`
-}
-
-const noticeText: Record<Notice, string> = {
-  revoked: 'The key was revoked. It no longer authenticates any request.',
-  deleted: 'The key was deleted, with its record.',
-  addresses: 'The key’s allowed addresses were changed. The next request is judged by the new list, on every gateway.',
-  'rate-limit': 'The key’s rate limit was changed. The next request is counted against the new limit, on every gateway.',
-  'default-rate-limit': 'The default rate limit for new keys was changed. Keys created from now on get it; existing keys keep theirs.',
+/** Another place whose keys the user may see, for the switcher. */
+export interface AreaLink {
+  label: string
+  href: string
+  current: boolean
 }
 
 export interface KeysPageOptions {
@@ -145,14 +114,28 @@ export interface KeysPageOptions {
   session: ConsoleSession
   area: KeyArea
   keys: readonly KeySummary[]
-  notice?: Notice | undefined
+  /** The clock of relative times ("in 23 h"). */
+  now: Date
+  /** Whether revoked, expired and replaced keys are listed. */
+  showAll?: boolean
+  notice?: { notice: Notice; subject: string | null } | undefined
+  /** The agency and the sub-accounts of it the user may see, for the switcher. */
+  areas?: readonly AreaLink[]
   /** A sub-account's default rate limit for new keys (null: the route's); shown in a sub-account's settings. */
   defaultRateLimit?: RateLimit | null
-  /** Set when not every gateway replica confirmed the change within the wait. */
-  unconfirmed?: boolean
   form?: CreateFormState
   /** The resources the area's keys can be given permissions on (the create form's grid). */
   permissionResources?: readonly string[]
+}
+
+/** A menu of the agency's settings and its sub-accounts' (those the user may see); a <details>, so it works without script. */
+function areaSwitcher(area: KeyArea, areas: readonly AreaLink[] | undefined): SafeHtml | false {
+  if (areas === undefined || areas.length < 2) return false
+  return html`<details class="switcher"><summary>Switch to another sub-account or the agency<span class="visually-hidden">, now ${
+    area.subAccount?.name ?? area.agency.name
+  }</span></summary><ul>${areas.map((link) =>
+    link.current ? html`<li><a href="${link.href}" aria-current="page">${link.label}</a></li>` : html`<li><a href="${link.href}">${link.label}</a></li>`,
+  )}</ul></details>`
 }
 
 export function keysPage(options: KeysPageOptions): string {
@@ -162,24 +145,21 @@ export function keysPage(options: KeysPageOptions): string {
     area.subAccount === null
       ? html`Agency keys reach the agency endpoints (<code>/v1/agency</code>, <code>/v1/agency/sub-accounts</code>) of ${tenantName(area)}.`
       : html`Sub-account keys reach the resource endpoints (<code>/v1/agents</code>, <code>/v1/contacts</code>, <code>/v1/calls</code>) of ${tenantName(area)}.`
+  const list = keyList({ area, keys, now: options.now, showAll: options.showAll === true }, keyRateLimitWords)
   return page({
     paths,
     title: formTitle(`API keys · ${area.subAccount?.name ?? area.agency.name}`, options.form?.errors ?? []),
     session,
     crumbs: crumbs(paths, area),
-    body: html`${errorSummary(options.form?.errors ?? [])}<h1>API keys</h1>
+    body: html`${errorSummary(options.form?.errors ?? [])}<div class="page-head"><h1>API keys</h1>${area.canManage && html`<a class="button" href="#create-heading">Create key</a>`}</div>
 <p class="lede">${settingsName(area)}. ${scopeHelp}</p>
+${areaSwitcher(area, options.areas)}
 ${settingsTabs(area, 'keys')}
-${
-  options.notice !== undefined &&
-  html`<div class="notice" role="status"><p>${noticeText[options.notice]}</p>${
-    options.unconfirmed === true && html`<p>Not every gateway replica confirmed the change in time; check the gateways’ health.</p>`
-  }</div>`
-}
-${createForm(area, session, activeCount, options.form ?? {}, options.permissionResources)}
+${options.notice !== undefined && html`<div class="notice" role="status"><p>${noticeText(options.notice.notice, options.notice.subject)}</p></div>`}
+<h2 id="keys-heading" class="visually-hidden">Keys</h2>
+${list}
 ${defaultRateLimitLine(area, options.defaultRateLimit)}
-<h2 id="keys-heading">Keys</h2>
-${keyTable(area, keys)}`,
+${createForm(area, session, activeCount, options.form ?? {}, options.permissionResources)}`,
   })
 }
 
@@ -254,12 +234,13 @@ export function rateLimitPage(paths: ConsolePaths, session: ConsoleSession, area
 <div class="panel">
   ${keyLine(key)}
   <p>Now: <strong>${key.rateLimit === null ? 'the route default' : rateLimitText(key.rateLimit)}</strong>.</p>
-  <p>The route default is the per-key limit the gateway operator set for each route. A limit of the key’s own replaces it on every route this key reaches, each route counted on its own; the limits on all of the tenant's keys together stay the operator's. A request over the limit gets 429, on every gateway, from the next request on.</p>
+  <p>Without a limit of its own, the key gets each route’s default: the limit per key that the gateway’s operator set for that route. A limit of the key’s own replaces those on every route the key reaches, each route counted on its own; the limit on all of the tenant’s keys together stays the operator’s. A request over the limit is refused (429, “Too many requests”), on every gateway, from the next request on.</p>
+  <p class="hint">For example, 2 requests per second with bursts of 20 lets the key send 20 requests at once after a quiet spell, then about 2 each second (120 requests per minute).</p>
   <form method="post" action="${area.keysPath}/${key.id}/rate-limit" novalidate>
     ${csrfInput(session.csrfToken)}${formTokenInput()}
     <div class="field-row">
-      ${field('rate', 'Requests per second', `Tokens added to the key’s bucket each second: above 0 (0.5 is one every 2 seconds), at most ${MAX_RATE}.`, rate)}
-      ${field('burst', 'Burst', `The most requests the key may send at once: a whole number from 1 to ${MAX_BURST}.`, burst)}
+      ${field('rate', 'Requests per second', `How many requests the key may make each second, on average: above 0 (0.5 is one every 2 seconds), at most ${MAX_RATE}.`, rate)}
+      ${field('burst', 'Burst', `How many requests it may send at once after a quiet spell: a whole number from 1 to ${MAX_BURST}.`, burst)}
     </div>
     <div class="actions"><button type="submit" name="action" value="set">Save rate limit</button>${
       key.rateLimit !== null && html`<button type="submit" name="action" value="clear" class="button-secondary">Use the route default</button>`

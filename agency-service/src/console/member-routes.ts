@@ -29,9 +29,11 @@ import { agencyKeyArea, requireMemberManager } from './access.js'
 import { sessionOf } from './authenticate.js'
 import { FORM_BODY_LIMIT } from './csrf.js'
 import { sendPage } from './error-page.js'
+import type { FormOutcome } from './form-once.js'
 import { submitOnce } from './form-once.js'
 import type { MemberAction, MemberNotice } from './member-views.js'
 import { memberConfirmPage, memberNotices, membersPage } from './member-views.js'
+import { storeNotice, takeNotice } from './notices.js'
 import type { ConsolePaths } from './paths.js'
 import { consoleRoutes } from './paths.js'
 
@@ -44,9 +46,28 @@ interface Managed {
   membersPath: string
 }
 
-function noticeOf(query: unknown): MemberNotice | undefined {
-  const value = typeof query === 'object' && query !== null ? (query as Record<string, unknown>)['notice'] : undefined
-  return memberNotices.find((known) => known === value)
+/** The notice stored for this session and the members page, once. */
+async function takeMemberNotice(
+  pool: Pool,
+  request: FastifyRequest,
+  membersPath: string,
+): Promise<{ notice: MemberNotice; subject: string | null } | undefined> {
+  const stored = await takeNotice(pool, sessionOf(request).tokenHash, membersPath)
+  const notice = memberNotices.find((known) => known === stored?.notice)
+  return notice === undefined ? undefined : { notice, subject: stored?.subject ?? null }
+}
+
+/** Stores the notice naming the member, shown once by the list, and answers the redirect to it. */
+/** Stores the notice naming the member, within submitOnce's work (a repeat gets the same redirect, no second notice). */
+async function toList(
+  { pool, now }: MemberRouteContext,
+  request: FastifyRequest,
+  membersPath: string,
+  notice: MemberNotice,
+  subject: string,
+): Promise<FormOutcome> {
+  await storeNotice(pool, sessionOf(request).tokenHash, membersPath, { notice, subject }, now())
+  return { kind: 'redirect', location: membersPath }
 }
 
 interface MemberRouteContext {
@@ -61,14 +82,15 @@ interface MemberRouteContext {
 const base = consoleRoutes.agencyMembers
 const subAccountPath = `${base}/:userId/sub-accounts/:subAccountId/remove`
 
-export async function memberRoutes(app: FastifyInstance, options: { pool: Pool; now: () => Date; paths: ConsolePaths }): Promise<void> {
-  const { pool, now, paths } = options
-  const context = { pool, now, paths, users: new UserService(pool), memberships: new MembershipService(pool), members: new MemberStore(pool) }
+export async function memberRoutes(app: FastifyInstance, options: { pool: Pool; paths: ConsolePaths; now: () => Date }): Promise<void> {
+  const { pool, paths, now } = options
+  const context = { pool, paths, now, users: new UserService(pool), memberships: new MembershipService(pool), members: new MemberStore(pool) }
 
   app.get<{ Params: TenantParams }>(base, async (request, reply) => {
     const { area, membersPath } = await managed(context, request)
     const list = await context.members.list(area.agency.id)
-    return sendPage(reply, 200, membersPage({ paths, session: sessionOf(request), area, membersPath, members: list, notice: noticeOf(request.query) }))
+    const notice = await takeMemberNotice(pool, request, membersPath)
+    return sendPage(reply, 200, membersPage({ paths, session: sessionOf(request), area, membersPath, members: list, notice }))
   })
   removeRoutes(app, context)
   disableRoutes(app, context)
@@ -122,7 +144,7 @@ function removeRoutes(app: FastifyInstance, context: MemberRouteContext): void {
       const member = await otherMember(context, request, area)
       await memberships.removeMember(area.agency.id, member.id, undefined, userActor(sessionOf(request).userId, request.ip))
       request.log.info({ userId: member.id, agencyId: area.agency.id }, 'console: membership removed')
-      return { kind: 'redirect', location: `${membersPath}?notice=removed` }
+      return toList(context, request, membersPath, 'removed', member.email)
     })
   })
 
@@ -137,7 +159,7 @@ function removeRoutes(app: FastifyInstance, context: MemberRouteContext): void {
       const subAccount = subAccountOf(request, member)
       await memberships.removeMember(area.agency.id, member.id, subAccount.id, userActor(sessionOf(request).userId, request.ip))
       request.log.info({ userId: member.id, subAccountId: subAccount.id }, 'console: sub-account membership removed')
-      return { kind: 'redirect', location: `${membersPath}?notice=sub-account-removed` }
+      return toList(context, request, membersPath, 'sub-account-removed', `${member.email} from ${subAccount.name}`)
     })
   })
 }
@@ -158,7 +180,7 @@ function disableRoutes(app: FastifyInstance, context: MemberRouteContext): void 
       const member = await otherMember(context, request, area)
       await context.users.disableMember(area.agency.id, member.id, userActor(sessionOf(request).userId, request.ip))
       request.log.info({ userId: member.id, agencyId: area.agency.id }, 'console: user disabled')
-      return { kind: 'redirect', location: `${membersPath}?notice=disabled` }
+      return toList(context, request, membersPath, 'disabled', member.email)
     })
   })
 }

@@ -19,10 +19,16 @@ const roleNames = { owner: 'Owner', admin: 'Admin', member: 'Member' } as const
 export const memberNotices = ['removed', 'sub-account-removed', 'disabled'] as const
 export type MemberNotice = (typeof memberNotices)[number]
 
-const noticeText: Record<MemberNotice, string> = {
-  removed: 'The membership was removed, with the user’s memberships of the agency’s sub-accounts. Their next page shows only what they still belong to.',
-  'sub-account-removed': 'The sub-account membership was removed.',
-  disabled: 'The account was disabled. Its sessions have ended and it can no longer sign in.',
+/** What the list says after a change, naming whom (`subject`: an email, or "email from sub-account"). */
+function noticeText(notice: MemberNotice, subject: string | null): string {
+  switch (notice) {
+    case 'removed':
+      return `${subject ?? 'The member'} was removed from the agency, with their memberships of its sub-accounts. Their next page shows only what they still belong to.`
+    case 'sub-account-removed':
+      return `Removed ${subject ?? 'the sub-account membership'}.`
+    case 'disabled':
+      return `The account of ${subject ?? 'the member'} was disabled. Its sessions have ended and it can no longer sign in.`
+  }
 }
 
 /** Where a member's actions live: <members>/<user id>/… */
@@ -58,11 +64,11 @@ function actionsCell(membersPath: string, member: AgencyMember, self: boolean): 
 function memberRow(membersPath: string, session: ConsoleSession, member: AgencyMember): SafeHtml {
   const self = member.id === session.userId
   return html`<tr>
-  <th scope="row">${member.email}</th>
-  <td>${roleNames[member.role]}</td>
-  <td>${subAccountsCell(membersPath, member, self)}</td>
-  <td>${member.disabled ? html`<span class="status status-revoked">Disabled</span>` : html`<span class="status status-active">Active</span>`}</td>
-  <td class="actions-cell">${actionsCell(membersPath, member, self)}</td>
+  <th scope="row" data-label="Email">${member.email}</th>
+  <td data-label="Role">${roleNames[member.role]}</td>
+  <td data-label="Sub-accounts">${subAccountsCell(membersPath, member, self)}</td>
+  <td data-label="Status">${member.disabled ? html`<span class="status status-revoked">Disabled</span>` : html`<span class="status status-active">Active</span>`}</td>
+  <td data-label="Actions" class="actions-cell">${actionsCell(membersPath, member, self)}</td>
 </tr>`
 }
 
@@ -72,7 +78,7 @@ export interface MembersPageOptions {
   area: KeyArea
   membersPath: string
   members: readonly AgencyMember[]
-  notice?: MemberNotice | undefined
+  notice?: { notice: MemberNotice; subject: string | null } | undefined
 }
 
 export function membersPage(options: MembersPageOptions): string {
@@ -85,15 +91,15 @@ export function membersPage(options: MembersPageOptions): string {
     body: html`<h1>Members</h1>
 <p class="lede">The people who can sign in to ${tenantName(area)}’s settings. Owners and admins manage every key of the agency and its sub-accounts; a member sees the agency’s keys and manages those of the sub-accounts they belong to.</p>
 ${settingsTabs(area, 'members')}
-${options.notice !== undefined && html`<div class="notice" role="status"><p>${noticeText[options.notice]}</p></div>`}
-<div class="table-wrap" role="region" aria-labelledby="members-caption" tabindex="0">
-<table>
+${options.notice !== undefined && html`<div class="notice" role="status"><p>${noticeText(options.notice.notice, options.notice.subject)}</p></div>`}
+<div>
+<table class="stacking">
   <caption id="members-caption" class="visually-hidden">Members of ${area.agency.name}</caption>
   <thead><tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Sub-accounts</th><th scope="col">Status</th><th scope="col">Actions</th></tr></thead>
   <tbody>${members.map((member) => memberRow(membersPath, session, member))}</tbody>
 </table>
 </div>
-<p class="hint">Removing a membership takes effect on the member’s next page. Disabling ends the account’s sessions at once and refuses its sign-in; it is offered only for accounts that belong to this agency alone, as the account is shared with every agency it belongs to. New members are added by an operator (<code>ctl user create</code>).</p>`,
+<p class="hint">Removing a membership takes effect on the member’s next page. Disabling ends the account’s sessions at once and refuses its sign-in; it is offered only for accounts that belong to this agency alone, as the account is shared with every agency it belongs to. New members are invited from <a href="${area.keysPath.replace(/\/keys$/, '/invitations/new')}">Invite a member</a> (or added by an operator, <code>ctl user create</code>).</p>`,
   })
 }
 

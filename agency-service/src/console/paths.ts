@@ -20,6 +20,8 @@ export const consoleRoutes = {
   subAccountUsage: '/sub-accounts/:tenantId/usage',
   agencyMembers: '/agencies/:tenantId/members',
   agencyWebhooks: '/agencies/:tenantId/webhooks',
+  agencyInvite: '/agencies/:tenantId/invitations/new',
+  invitation: '/invitations/:token',
   accountPassword: '/account/password',
 } as const
 
@@ -46,6 +48,10 @@ export interface ConsolePaths {
   agencyMembers(agencyId: string): string
   /** An agency's webhook endpoints (its owners' and admins'). */
   agencyWebhooks(agencyId: string): string
+  /** An agency's page for inviting a member (its owners' and admins'). */
+  agencyInvite(agencyId: string): string
+  /** The page an invitation link opens (no session needed). */
+  invitation(token: string): string
   /** The signed-in user's own password. */
   readonly accountPassword: string
 }
@@ -67,6 +73,8 @@ export function consolePaths(prefix: string): ConsolePaths {
     subAccountUsage: (subAccountId) => under(consoleRoutes.subAccountUsage.replace(':tenantId', () => subAccountId)),
     agencyMembers: (agencyId) => under(consoleRoutes.agencyMembers.replace(':tenantId', () => agencyId)),
     agencyWebhooks: (agencyId) => under(consoleRoutes.agencyWebhooks.replace(':tenantId', () => agencyId)),
+    agencyInvite: (agencyId) => under(consoleRoutes.agencyInvite.replace(':tenantId', () => agencyId)),
+    invitation: (token) => under(consoleRoutes.invitation.replace(':token', () => encodeURIComponent(token))),
     accountPassword: under(consoleRoutes.accountPassword),
   }
 }

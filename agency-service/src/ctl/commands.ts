@@ -48,7 +48,16 @@ const commands: Readonly<Record<string, Command>> = {
 }
 
 /** The commands that write no audit event; any other (a new one included) needs an operator's name. */
-const COMMANDS_WITHOUT_EVENTS: ReadonlySet<string> = new Set(['', 'migrate', 'agency create', 'key list', 'webhook list', 'usage', 'db grant-login', 'audit verify'])
+const COMMANDS_WITHOUT_EVENTS: ReadonlySet<string> = new Set([
+  '',
+  'migrate',
+  'agency create',
+  'key list',
+  'webhook list',
+  'usage',
+  'db grant-login',
+  'audit verify',
+])
 
 export async function run(pool: Pool, env: Env, words: string[], flags: Flags): Promise<unknown> {
   const [noun, verb, argument, ...extra] = words

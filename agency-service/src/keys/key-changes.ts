@@ -74,21 +74,25 @@ export async function updateKey(context: KeyContext, id: string, update: KeyUpda
     const permissions =
       change.permissions === undefined ? undefined : checkedPermissions(change.permissions, found.scope, context.permissions, fields.permissions)
     const updated = await writeChange(client, id, change, permissions)
-    const enforced = enforcedChange(found, updated)
-    if (enforced || found.name !== updated.name) await recordKeyEvent(client, updated, 'key.updated', who)
-    return { row: updated, enforced, xid: await currentTransactionId(client) }
+    const changed = changedFields(found, updated)
+    if (changed.length > 0) await recordKeyEvent(client, updated, 'key.updated', who, changed)
+    return { row: updated, enforced: changed.some((field) => field !== 'name'), xid: await currentTransactionId(client) }
   })
   if (enforced) await context.invalidate({ keys: [{ hash: row.key_hash, state: 'changed' }], xid }, invalidationWhat(change))
   return summary(row, context.now())
 }
 
-/** Whether what the gateways enforce changed: the permissions, the allowlist or the rate limit. */
-function enforcedChange(before: KeyRow, after: KeyRow): boolean {
-  return (
-    JSON.stringify(before.permissions) !== JSON.stringify(after.permissions) ||
-    canonicalCidrs(before.allowed_cidrs).join(',') !== canonicalCidrs(after.allowed_cidrs).join(',') ||
-    !sameRateLimit(rateLimitOf(before), rateLimitOf(after))
-  )
+/**
+ * Which settings changed, in the API's words (the audit trail labels the
+ * event by them); all but `name` are what the gateways enforce.
+ */
+function changedFields(before: KeyRow, after: KeyRow): string[] {
+  return [
+    ...(before.name === after.name ? [] : ['name']),
+    ...(JSON.stringify(before.permissions) === JSON.stringify(after.permissions) ? [] : ['permissions']),
+    ...(canonicalCidrs(before.allowed_cidrs).join(',') === canonicalCidrs(after.allowed_cidrs).join(',') ? [] : ['allowedCidrs']),
+    ...(sameRateLimit(rateLimitOf(before), rateLimitOf(after)) ? [] : ['rateLimit']),
+  ]
 }
 
 function requireChangeable(found: KeyRow, change: CheckedChange, nowMs: number): void {

@@ -163,8 +163,8 @@ export function created(row: KeyRow, key: string): CreatedKey {
   }
 }
 
-/** The audit event of a change to the key in `row`, inside the change's transaction. */
-export async function recordKeyEvent(client: PoolClient, row: KeyRow, type: AuditEventType, actor: Actor): Promise<void> {
+/** The audit event of a change to the key in `row`, inside the change's transaction; `changedFields` for key.updated. */
+export async function recordKeyEvent(client: PoolClient, row: KeyRow, type: AuditEventType, actor: Actor, changedFields?: readonly string[]): Promise<void> {
   await recordAuditEvent(client, {
     type,
     actor,
@@ -173,5 +173,7 @@ export async function recordKeyEvent(client: PoolClient, row: KeyRow, type: Audi
     keyId: row.id,
     keyName: row.name,
     scope: row.scope,
+    keyHint: row.hint,
+    changedFields: changedFields ?? null,
   })
 }

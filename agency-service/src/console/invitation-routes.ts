@@ -1,0 +1,195 @@
+/**
+ * Inviting members (issue 34): an agency's owners and admins invite a person
+ * by email, as an admin or as a member (of one sub-account, or of none yet);
+ * the page shows the invitation link once (its token is stored only as a
+ * hash) and says until when it works. The link opens a page without a
+ * session where the person sets a password, which creates their account and
+ * membership; then they sign in. Audited: invitation.created,
+ * user.created, invitation.accepted.
+ *
+ *   GET  …/agencies/:id/invitations/new   the form;  POST: invite, and show the link once
+ *   GET  …/invitations/:token             set a password;  POST: accept, then to sign-in
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { Pool } from '@scoped/shared/db'
+import { ApiError, isApiError } from '@scoped/shared/errors'
+import { userActor } from '../audit/actor.js'
+import type { InvitedRole } from '../users/invitations.js'
+import { InvitationStore } from '../users/invitations.js'
+import type { KeyArea } from './access.js'
+import { agencyKeyArea, consoleHome, requireManage } from './access.js'
+import { sessionOf } from './authenticate.js'
+import { FORM_BODY_LIMIT, formField, isSameOrigin } from './csrf.js'
+import { sendPage } from './error-page.js'
+import { html } from './html.js'
+import { crumbs, formatTime, settingsTabs, tenantName } from './key-views.js'
+import { csrfInput, page } from './layout.js'
+import type { ConsolePaths } from './paths.js'
+import { consoleRoutes } from './paths.js'
+import type { ConsoleSession } from './sessions.js'
+
+type TenantParams = { tenantId: string }
+type TokenParams = { token: string }
+
+interface InviteForm {
+  email?: string
+  role?: string
+  subAccountId?: string
+  error?: string
+}
+
+function invitePage(
+  paths: ConsolePaths,
+  session: ConsoleSession,
+  area: KeyArea,
+  subAccounts: ReadonlyArray<{ id: string; name: string }>,
+  form: InviteForm = {},
+): string {
+  const wrong = form.error !== undefined
+  return page({
+    paths,
+    title: `${wrong ? 'Error: ' : ''}Invite a member`,
+    session,
+    crumbs: crumbs(paths, area, undefined, { label: 'Invite a member', href: paths.agencyInvite(area.agency.id) }),
+    body: html`<h1>Invite a member</h1>
+<p class="lede">Invite a person to ${tenantName(area)}. They get a link that works once, for 7 days, and set their own password with it.</p>
+${settingsTabs(area, 'invite')}
+<form method="post" action="${paths.agencyInvite(area.agency.id)}" class="panel" novalidate>
+  ${csrfInput(session.csrfToken)}
+  <div class="field">
+    <label for="invite-email">Email</label>
+    <input type="email" id="invite-email" name="email" autocomplete="off" value="${form.email ?? ''}"${wrong ? html` aria-invalid="true" aria-describedby="invite-email-error"` : ''}>
+    ${wrong && html`<p class="field-error" id="invite-email-error" role="alert">${form.error}</p>`}
+  </div>
+  <fieldset>
+    <legend>Role</legend>
+    <div class="choice"><input type="radio" id="invite-member" name="role" value="member"${form.role !== 'admin' ? ' checked' : ''}><label for="invite-member">Member: sees the agency’s keys, manages the keys of their sub-account</label></div>
+    <div class="choice"><input type="radio" id="invite-admin" name="role" value="admin"${form.role === 'admin' ? ' checked' : ''}><label for="invite-admin">Admin: manages every key of the agency and its sub-accounts</label></div>
+  </fieldset>
+  <div class="field">
+    <label for="invite-sub-account">Sub-account (for a member)</label>
+    <select id="invite-sub-account" name="subAccountId">
+      <option value="">None yet</option>
+      ${subAccounts.map((sub) => html`<option value="${sub.id}"${sub.id === form.subAccountId ? ' selected' : ''}>${sub.name}</option>`)}
+    </select>
+  </div>
+  <div class="actions"><button type="submit">Create invitation link</button></div>
+</form>`,
+  })
+}
+
+function invitedPage(paths: ConsolePaths, session: ConsoleSession, area: KeyArea, email: string, link: string, expiresAt: Date): string {
+  return page({
+    paths,
+    title: 'Invitation created',
+    session,
+    crumbs: crumbs(paths, area, 'Invitation created', { label: 'Invite a member', href: paths.agencyInvite(area.agency.id) }),
+    body: html`<h1>Invitation created</h1>
+<div class="warning"><p>Copy this link now and send it to ${email}. It will not be shown again.</p></div>
+<div class="field key-box">
+  <label for="invitation-link">Invitation link for ${email}</label>
+  <input type="text" id="invitation-link" readonly value="${link}">
+</div>
+<p>It works once, until ${formatTime(expiresAt.toISOString(), '—')}.</p>
+<p class="actions"><a class="button" href="${paths.agencyInvite(area.agency.id)}">Invite someone else</a></p>`,
+  })
+}
+
+function acceptPage(paths: ConsolePaths, token: string, invitation: { email: string; agencyName: string }, error?: string): string {
+  return page({
+    paths,
+    title: `${error === undefined ? '' : 'Error: '}Accept the invitation`,
+    body: html`<h1>Join ${invitation.agencyName}</h1>
+<p class="lede">You were invited as <strong>${invitation.email}</strong>. Choose a password to create your account.</p>
+<form method="post" action="${paths.invitation(token)}" class="panel" novalidate>
+  <div class="field">
+    <label for="new-password">Password</label>
+    <p class="hint" id="new-password-hint">At least 10 characters; a long phrase is best.</p>
+    <input type="password" id="new-password" name="password" autocomplete="new-password" aria-describedby="new-password-hint${error === undefined ? '' : ' new-password-error'}"${
+      error === undefined ? '' : html` aria-invalid="true"`
+    }>
+    ${error !== undefined && html`<p class="field-error" id="new-password-error" role="alert">${error}</p>`}
+  </div>
+  <div class="actions"><button type="submit">Create account</button></div>
+</form>`,
+  })
+}
+
+function goneInvitation(): ApiError {
+  return new ApiError('notFound', 'This invitation link has expired or was already used. Ask whoever invited you for a new one.')
+}
+
+/** The absolute link, as the browser reached the console. */
+function linkFor(request: FastifyRequest, path: string): string {
+  return `${request.protocol}://${request.host}${path}`
+}
+
+export async function invitationRoutes(app: FastifyInstance, options: { pool: Pool; paths: ConsolePaths; now: () => Date }): Promise<void> {
+  const { pool, paths, now } = options
+  const invitations = new InvitationStore(pool)
+  const inviterArea = async (request: FastifyRequest<{ Params: TenantParams }>): Promise<KeyArea> => {
+    const area = await agencyKeyArea(pool, paths, sessionOf(request).userId, request.params.tenantId)
+    requireManage(area)
+    return area
+  }
+  const subAccountsOf = async (request: FastifyRequest, area: KeyArea): Promise<Array<{ id: string; name: string }>> =>
+    (await consoleHome(pool, sessionOf(request).userId)).agencies.find((agency) => agency.id === area.agency.id)?.subAccounts ?? []
+
+  app.get<{ Params: TenantParams }>(consoleRoutes.agencyInvite, async (request, reply) => {
+    const area = await inviterArea(request)
+    return sendPage(reply, 200, invitePage(paths, sessionOf(request), area, await subAccountsOf(request, area)))
+  })
+
+  app.post<{ Params: TenantParams }>(consoleRoutes.agencyInvite, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
+    const area = await inviterArea(request)
+    const subAccounts = await subAccountsOf(request, area)
+    const form: InviteForm = {
+      email: formField(request, 'email') ?? '',
+      role: formField(request, 'role') ?? 'member',
+      subAccountId: formField(request, 'subAccountId') ?? '',
+    }
+    const role: InvitedRole = form.role === 'admin' ? 'admin' : 'member'
+    const subAccount = role === 'member' ? subAccounts.find((sub) => sub.id === form.subAccountId) : undefined
+    try {
+      const actor = userActor(sessionOf(request).userId, request.ip)
+      const invited = await invitations.create({ agencyId: area.agency.id, subAccountId: subAccount?.id ?? null, email: form.email, role }, actor, now())
+      request.log.info({ agencyId: area.agency.id, role }, 'console: member invited')
+      return sendPage(
+        reply,
+        200,
+        invitedPage(paths, sessionOf(request), area, invited.email, linkFor(request, paths.invitation(invited.token)), invited.expiresAt),
+      )
+    } catch (error) {
+      if (!isApiError(error) || (error.statusCode !== 400 && error.statusCode !== 409)) throw error
+      return sendPage(reply, error.statusCode, invitePage(paths, sessionOf(request), area, subAccounts, { ...form, error: error.message }))
+    }
+  })
+}
+
+/** The invitation link's page, for a person without a session. */
+export async function acceptInvitationRoutes(app: FastifyInstance, options: { pool: Pool; paths: ConsolePaths; now: () => Date }): Promise<void> {
+  const { pool, paths, now } = options
+  const invitations = new InvitationStore(pool)
+
+  app.get<{ Params: TokenParams }>(consoleRoutes.invitation, async (request, reply) => {
+    const invitation = await invitations.find(request.params.token, now())
+    if (invitation === undefined) throw goneInvitation()
+    return sendPage(reply, 200, acceptPage(paths, request.params.token, invitation))
+  })
+
+  app.post<{ Params: TokenParams }>(consoleRoutes.invitation, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
+    // No session to hold a CSRF token: the token in the path is the secret, and the post must come from the console's own page.
+    if (!isSameOrigin(request)) throw new ApiError('forbidden', 'This form did not come from this site')
+    const token = request.params.token
+    const invitation = await invitations.find(token, now())
+    if (invitation === undefined) throw goneInvitation()
+    try {
+      const user = await invitations.accept(token, formField(request, 'password') ?? '', request.ip, now())
+      request.log.info({ userId: user.id, agencyId: invitation.agencyId }, 'console: invitation accepted')
+    } catch (error) {
+      if (!isApiError(error) || error.statusCode !== 400) throw error
+      return sendPage(reply, 400, acceptPage(paths, token, invitation, error.message))
+    }
+    return reply.redirect(`${paths.signIn}?invited=1`, 303)
+  })
+}
