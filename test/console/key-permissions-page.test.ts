@@ -79,7 +79,7 @@ t.test('create a restricted key with the grid, change it to unrestricted and bac
   // The key's own page, linked from the list.
   const reader = await stored('reader')
   const pagePath = `${keysPath}/${reader.id}/permissions`
-  t.match((await admin.get(keysPath)).body, `<a href="${pagePath}" aria-label="Permissions of reader">Permissions</a>`)
+  t.match((await admin.get(keysPath)).body, new RegExp(`<a href="${pagePath}" aria-label="Permissions reader \\([^)]+\\)">Permissions</a>`))
   const page = await admin.get(pagePath)
   t.equal(page.statusCode, 200)
   t.match(page.body, 'Now: <strong>restricted to</strong> <code>calls:read</code>, <code>contacts:write</code>.')
@@ -126,7 +126,7 @@ t.test('create a restricted key with the grid, change it to unrestricted and bac
     ],
   )
   const audit = await admin.get(`/console/sub-accounts/${world.subAccountId}/audit`)
-  t.match(audit.body, 'Key changed')
+  t.match(audit.body, 'Key permissions changed')
   t.match(audit.body, 'Permissions: <code>calls:read</code>, <code>contacts:write</code> → unrestricted')
   t.match(audit.body, 'Permissions: unrestricted → <code>calls:read</code>')
 

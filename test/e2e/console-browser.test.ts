@@ -260,7 +260,7 @@ t.test('agency owners and sub-account members manage keys in the browser, throug
 
       await page.getByRole('link', { name: 'Audit trail' }).click()
       await page.getByRole('heading', { name: 'Audit trail', level: 1 }).waitFor()
-      for (const event of ['Key changed', 'Key rolled', 'Key created'])
+      for (const event of ['Key addresses changed', 'Key rolled', 'Key created'])
         t.ok((await page.locator('tbody').getByText(event, { exact: true }).count()) > 0, `the trail shows “${event}”`)
       t.ok((await page.locator('tbody').getByText('owner@acme.test').count()) > 0, 'naming who did it')
       await screenshot(page, 'console-19-sub-account-audit-trail')

@@ -93,7 +93,9 @@ t.test('the permission grid in a browser: a key that reads calls and nothing els
 
   await page.goto(`${world.origin}${world.subKeys}`)
   t.ok(await page.getByText('Restricted: calls:read').isVisible(), 'the list says so')
-  await page.getByRole('link', { name: 'Permissions of calls reader' }).click()
+  const row = page.locator('tbody tr', { has: page.getByRole('rowheader', { name: /^calls reader/ }) }).first()
+  await row.locator('summary').click()
+  await row.getByRole('link', { name: /^Permissions calls reader/ }).click()
   await page.getByRole('heading', { name: 'Permissions', level: 1 }).waitFor()
   t.ok(await page.getByRole('group', { name: 'calls', exact: true }).getByLabel('Read', { exact: true }).isChecked(), 'the page shows the key’s permissions')
 
