@@ -17,6 +17,7 @@ import type { Pool } from '@scoped/shared/db'
 import { TenantStore } from '@scoped/agency-service/tenants'
 import { projectRoot } from '../helpers/processes.js'
 import { startStack } from '../helpers/stack.js'
+import { waitFor } from '../helpers/wait-for.js'
 import { launchBrowser } from '../helpers/browser.js'
 
 const PASSWORD = 'a long and private passphrase'
@@ -244,6 +245,12 @@ t.test('agency owners and sub-account members manage keys in the browser, throug
       t.equal(await page.locator('a[aria-label^="Roll nightly export"]').count(), 1, 'only the new key can be rolled')
       await screenshot(page, 'console-17-keys-after-roll')
 
+      // Last use is written in batches: wait until the new key's is recorded, which the warning below is about.
+      await waitFor(
+        async () =>
+          (await stack.pool.query(`SELECT 1 FROM api_keys WHERE name = 'nightly export' AND replaced_by IS NULL AND last_used_ip IS NOT NULL`)).rowCount === 1,
+        'the new key’s last use to be recorded',
+      )
       await rowAction(page, 'nightly export', 'Addresses')
       await page.getByRole('heading', { name: 'Allowed addresses' }).waitFor()
       await page.getByLabel('Allowed addresses', { exact: true }).fill('192.0.2.0/24')
