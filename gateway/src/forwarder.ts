@@ -146,7 +146,9 @@ class Forwarder {
   /** The key checked again, as the gate checks it (authorize); false when the request was refused. */
   private async checkAgain(request: FastifyRequest, reply: FastifyReply, decision: KeyDecision): Promise<boolean> {
     const { verifier } = this.options
-    const state = verifier.cached(decision.hash, performance.now()) ?? (await verifier.verify(decision.hash, decision.client))
+    // Not charged to the client's lookup slots: the gate found this key, so it is no guess, and a flood of guesses
+    // from its address must not turn its valid key away (its own flights are shared per hash and bounded overall).
+    const state = verifier.cached(decision.hash, performance.now()) ?? (await verifier.verify(decision.hash))
     const outcome = authorize(decision.route, state, Date.now(), decision.client, request.method)
     if (outcome === 'valid') return true
     refuse(request, reply, outcome)

@@ -5,7 +5,9 @@
  * upstream (test/helpers/echo-upstream.ts, here in the test's process)
  * verifies the signed tenant headers as a backend does and says what reached
  * it. What is forwarded for a key and for a console route, the second check
- * of the key, refused bodies, and a request without a decision.
+ * of the key (and, with the real verifier over Postgres, that it is not
+ * charged to the key's address), refused bodies, and a request without a
+ * decision.
  */
 import t from 'tap'
 import type { Test } from 'tap'
@@ -21,6 +23,13 @@ import { readAudienceSecrets } from '@scoped/shared/secrets'
 import { verifiedClientAddress } from '@scoped/shared/signed-client-address'
 import { AGENCY_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
 import { forwarderPlugin } from '@scoped/gateway/forwarder'
+import { KeyService } from '@scoped/agency-service/keys/key-service'
+import { KeyRevocationNotifier } from '@scoped/shared/key-invalidation'
+import { lookupKeyByHash } from '@scoped/shared/key-store'
+import { hashKey } from '@scoped/shared/keys'
+import { KeyCache } from '@scoped/gateway/key-cache'
+import { KeyVerifier } from '@scoped/gateway/key-verifier'
+import type { KeyStore, Verifier } from '@scoped/gateway/key-verifier'
 import { GatewayMetrics } from '@scoped/gateway/metrics'
 import type { Refusal } from '@scoped/gateway/outcomes'
 import { refusals } from '@scoped/gateway/outcomes'
@@ -33,7 +42,9 @@ import { Upstreams } from '@scoped/gateway/upstream'
 import type { ActiveKeyState, KeyState } from '@scoped/shared/key-state'
 import type { Echo } from '../helpers/echo-upstream.js'
 import { createEchoUpstream } from '../helpers/echo-upstream.js'
+import { createTestDatabase } from '../helpers/database.js'
 import { freePort } from '../helpers/processes.js'
+import { createTestTenants } from '../helpers/tenants.js'
 import { active, FakeVerifier, newKey, subAccountTenant } from './fake-verifier.js'
 
 const SECRET = 'forwarder-test-signing-secret-0123456789abcdef'
@@ -47,7 +58,7 @@ interface ForwarderHarness {
   /** The decision the stand-in gate hands the next requests; null: none. */
   decide: (request: FastifyRequest) => GateDecision | null
   /** A key decision for the request, as the gate makes it: the key's state as verified, the generation then. */
-  keyDecision(state?: ActiveKeyState, generation?: number): (request: FastifyRequest) => KeyDecision
+  keyDecision(state?: ActiveKeyState, generation?: number, hash?: string): (request: FastifyRequest) => KeyDecision
   sessionDecision(): (request: FastifyRequest) => SessionDecision
 }
 
@@ -65,7 +76,8 @@ function routeOf(routes: RouteMap, request: FastifyRequest): { route: Route; tar
   return { route, target }
 }
 
-async function forwarderHarness(t: Test): Promise<ForwarderHarness> {
+/** `checker`: what answers the forwarder's second look, when not the harness's fake. */
+async function forwarderHarness(t: Test, checker?: Verifier): Promise<ForwarderHarness> {
   const reached: string[] = []
   const echo = `http://127.0.0.1:${await listen(
     t,
@@ -90,10 +102,10 @@ async function forwarderHarness(t: Test): Promise<ForwarderHarness> {
     reached,
     decide: () => null,
     keyDecision:
-      (state = active(subAccountTenant), generation = 0) =>
+      (state = active(subAccountTenant), generation = 0, hash = newKey().hash) =>
       (request) => {
         const { route, target } = routeOf(routes, request)
-        return new KeyDecision(CLIENT, target, route as ScopedRoute, newKey().hash, state, generation)
+        return new KeyDecision(CLIENT, target, route as ScopedRoute, hash, state, generation)
       },
     sessionDecision: () => (request) => {
       const { route, target } = routeOf(routes, request)
@@ -117,7 +129,7 @@ async function forwarderHarness(t: Test): Promise<ForwarderHarness> {
   await app.register(forwarderPlugin, {
     upstreams,
     audienceSecrets: new Map([...audiences].map((audience) => [audience, readAudienceSecrets({ TENANT_SIGNING_SECRET: SECRET }, audience)[0]!])),
-    verifier,
+    verifier: checker ?? verifier,
     bodyLimit: 1024,
     bodyTimeoutMs: 5_000,
     metrics: new GatewayMetrics(routes),
@@ -254,6 +266,44 @@ t.test('the key checked again once the body is in, when the key cache moved or i
     const looked = row.moved || row.lost === true
     t.equal(verifier.lookups.length, looked ? 1 : 0, `${row.name}: ${looked ? 'one lookup' : 'no lookup'}`)
   }
+})
+
+t.test('a valid key checked again is forwarded whatever other lookups its address holds (the bystander)', async (t) => {
+  const db = await createTestDatabase(t)
+  const tenants = await createTestTenants(db.pool)
+  const created = await new KeyService(db.pool, new KeyRevocationNotifier(db.pool, null)).create(
+    { scope: 'SUB-ACCOUNT', subAccountId: tenants.subAccountId },
+    'k',
+    'test',
+  )
+  const hash = hashKey(created.key)
+  // Lookups of other keys (a flood of guesses from the same address) read Postgres, then wait until released.
+  let release = (): void => undefined
+  const held = new Promise<void>((resolve) => (release = resolve))
+  t.teardown(() => release())
+  const store: KeyStore = {
+    lookup: async (looked) => {
+      const state = await lookupKeyByHash(db.pool, looked)
+      if (looked !== hash) await held
+      return state
+    },
+  }
+  // Never told it is current by a follower: every forward checks the key again.
+  const cache = new KeyCache()
+  const metrics = new GatewayMetrics(parseRouteMap('routes:\n  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "http://127.0.0.1:1" }\n', 'test'))
+  const verifier = new KeyVerifier({ store, shared: null, cache, metrics, log: createLogger('test', 'silent'), maxPendingPerClient: 2 })
+  const guesses = [verifier.verify(newKey().hash, CLIENT), verifier.verify(newKey().hash, CLIENT)]
+  t.same(await verifier.verify(newKey().hash, CLIENT), { status: 'unavailable' }, 'the address holds every lookup slot it may')
+
+  const forwarder = await forwarderHarness(t, verifier)
+  const state = await lookupKeyByHash(db.pool, hash)
+  if (state.status !== 'active') throw new Error('the new key is not active')
+  forwarder.decide = forwarder.keyDecision(state, cache.generation, hash)
+  const response = await forwarder.app.inject({ url: '/v1/agents' })
+  t.equal(response.statusCode, 200, 'the found key is checked again outside its address’s slots, and forwarded')
+  t.equal(forwarder.reached.length, 1)
+  release()
+  t.same(await Promise.all(guesses), [{ status: 'unknown' }, { status: 'unknown' }], 'the guesses end as unknown keys')
 })
 
 t.test('bodies a backend never sees, and a request without a decision to forward', async (t) => {
