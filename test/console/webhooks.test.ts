@@ -84,7 +84,7 @@ t.test('roll, edit and delete: once under a double submit, notices naming the en
   const owner = await signedIn(app, world.owner.email)
   await owner.submit(path, path, { url: 'https://hooks.example.com/in', events: 'key.revoked' })
   const [{ id, secret: original }] = (await storedSecrets(pool)) as [{ id: string; secret: string }]
-  t.match((await owner.get(path)).body, `aria-label="Roll secret of https://hooks.example.com/in"`, 'the row’s actions menu names the endpoint')
+  t.match((await owner.get(path)).body, `aria-label="Roll the secret of https://hooks.example.com/in"`, 'the row’s actions menu names the endpoint')
 
   const rolls = await submitTwice(owner, `${path}/${id}/roll-secret`, `${path}/${id}/roll-secret`)
   t.same(
@@ -193,7 +193,7 @@ t.test('a failing endpoint stands out; its attempts are listed; a double-submitt
   const deliveriesPath = `${path}/${id}/deliveries`
   const deliveries = await owner.get(deliveriesPath)
   t.equal(deliveries.statusCode, 200)
-  t.match(deliveries.body, /<code>sub-account.created<\/code>[\s\S]*status-failing">Failed[\s\S]*answered 503[\s\S]*12 ms[\s\S]*answered 503/)
+  t.match(deliveries.body, /<code>sub-account.created<\/code>[\s\S]*status-failing">Failed[\s\S]*HTTP 503[\s\S]*12 ms[\s\S]*answered 503/)
   const redeliver = `${deliveriesPath}/${attempt.rows[0]!.id}/redeliver`
   const answers = await submitTwice(owner, deliveriesPath, redeliver)
   t.same(

@@ -18,7 +18,7 @@ const stateClasses = { pending: 'status-rolling', delivered: 'status-active', fa
 
 function resultCell(delivery: WebhookDelivery): SafeHtml {
   return html`<span class="status ${stateClasses[delivery.state]}">${stateNames[delivery.state]}</span>${
-    delivery.responseStatus !== null && html`<br><span class="hint">answered ${delivery.responseStatus}</span>`
+    delivery.responseStatus !== null && html`<br><span class="hint">HTTP ${delivery.responseStatus}</span>`
   }`
 }
 

@@ -57,11 +57,13 @@ function stateCell(context: WebhookPageContext, endpoint: WebhookEndpoint, healt
 function actionsMenu(context: WebhookPageContext, endpoint: WebhookEndpoint): SafeHtml {
   const label = endpointLabel(endpoint)
   const base = `${context.webhooksPath}/${endpoint.id}`
-  const item = (action: string, text: string): SafeHtml => html`<li><a href="${base}/${action}" aria-label="${text} of ${label}">${text}</a></li>`
-  return html`<details class="row-menu"><summary aria-label="Actions for ${label}">Actions</summary><ul>${item('deliveries', 'Deliveries')}${item(
-    'edit',
-    'Edit',
-  )}${item('roll-secret', 'Roll secret')}${item('delete', 'Delete')}</ul></details>`
+  // Each link's name says which endpoint it is about: two rows never offer two identical "Delete" links.
+  const item = (action: string, text: string, name: string): SafeHtml => html`<li><a href="${base}/${action}" aria-label="${name}">${text}</a></li>`
+  return html`<details class="row-menu"><summary aria-label="Actions for ${label}">Actions</summary><ul>${item(
+    'deliveries',
+    'Deliveries',
+    `Deliveries to ${label}`,
+  )}${item('edit', 'Edit', `Edit ${label}`)}${item('roll-secret', 'Roll secret', `Roll the secret of ${label}`)}${item('delete', 'Delete', `Delete ${label}`)}</ul></details>`
 }
 
 function endpointRow(context: WebhookPageContext, endpoint: WebhookEndpoint, health: EndpointHealth | undefined): SafeHtml {
