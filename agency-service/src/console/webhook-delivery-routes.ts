@@ -6,9 +6,8 @@
  */
 import { ApiError } from '@scoped/shared/errors'
 import { uuidOrNotFound } from '@scoped/shared/validation'
-import { StalePageError } from './error-page.js'
 import { FORM_BODY_LIMIT } from './csrf.js'
-import { sendPage } from './error-page.js'
+import { sendPage, StalePageError } from './error-page.js'
 import { submitOnce } from './form-once.js'
 import { deliveriesPage } from './webhook-delivery-views.js'
 import type { EndpointParams, WebhookRouteContext } from './webhook-route-context.js'
