@@ -104,7 +104,8 @@ interface JarCookie {
   path: string
 }
 
-export type Form = Record<string, string>
+/** A form's fields; a list is sent as the same name repeated (checkboxes). */
+export type Form = Record<string, string | readonly string[]>
 
 /** Headers a browser sends with a same-origin form post (inject's host is localhost:80). */
 export const sameOriginHeaders = { origin: 'http://localhost:80', 'sec-fetch-site': 'same-origin' }
@@ -173,7 +174,9 @@ export class ConsoleClient {
     })) {
       if (value !== undefined) merged[name] = value
     }
-    return this.remember(await this.app.inject({ method: 'POST', url: path, headers: merged, payload: new URLSearchParams(sent).toString() }))
+    const payload = new URLSearchParams()
+    for (const [name, value] of Object.entries(sent)) for (const one of typeof value === 'string' ? [value] : value) payload.append(name, one)
+    return this.remember(await this.app.inject({ method: 'POST', url: path, headers: merged, payload: payload.toString() }))
   }
 
   /** Posts the form on `pagePath` with that page's CSRF token and (when it has one) its form token. */

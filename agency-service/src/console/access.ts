@@ -50,8 +50,10 @@ export interface KeyArea {
   canReadAudit: boolean
   /** Where the agency's members page lives, for its owners; null for everyone else and in a sub-account's settings. */
   membersPath: string | null
-  /** Where the agency's webhooks page lives, for its owners and admins; null for everyone else and in a sub-account's settings. */
+  /** Where the agency's webhooks page lives (a tab of every agency user; null in a sub-account's settings). */
   webhooksPath: string | null
+  /** Who may see and change the agency's webhook endpoints: its owners and admins (the page tells members why not). */
+  canManageWebhooks: boolean
   /**
    * Who may give a key a rate limit of its own: the agency's owners and admins only. A limit is the agency's
    * capacity to share out; a sub-account member who could raise their own key's limit would take it from the rest.
@@ -79,7 +81,8 @@ export async function agencyKeyArea(pool: Pool, paths: ConsolePaths, userId: str
     usagePath: paths.agencyUsage(row.id),
     canReadAudit: managesAgency(row.role),
     membersPath: row.role === 'owner' ? paths.agencyMembers(row.id) : null,
-    webhooksPath: managesAgency(row.role) ? paths.agencyWebhooks(row.id) : null,
+    webhooksPath: paths.agencyWebhooks(row.id),
+    canManageWebhooks: managesAgency(row.role),
     canSetRateLimit: managesAgency(row.role),
   }
 }
@@ -109,6 +112,7 @@ export async function subAccountKeyArea(pool: Pool, paths: ConsolePaths, userId:
     canReadAudit: true,
     membersPath: null,
     webhooksPath: null,
+    canManageWebhooks: false,
     canSetRateLimit: managesAgency(row.role),
   }
 }
@@ -125,9 +129,11 @@ export function requireRateLimitSetter(area: KeyArea): void {
   if (!area.canSetRateLimit) throw new ApiError('forbidden', 'Only agency owners and admins can change a key’s rate limit')
 }
 
+export const WEBHOOK_MANAGERS_ONLY = 'Only agency owners and admins can manage the agency’s webhooks'
+
 /** The webhooks page of an agency area, or 403 for anyone but its owners and admins. */
 export function requireWebhookManager(area: KeyArea): string {
-  if (area.webhooksPath === null) throw new ApiError('forbidden', 'Only agency owners and admins can manage the agency’s webhooks')
+  if (area.webhooksPath === null || !area.canManageWebhooks) throw new ApiError('forbidden', WEBHOOK_MANAGERS_ONLY)
   return area.webhooksPath
 }
 

@@ -25,7 +25,11 @@ import { REVEAL_LIFETIME_MS, sealKey } from './key-reveal.js'
 import type { ConsolePaths } from './paths.js'
 import { hashToken, SESSION_LIFETIME_MS } from './sessions.js'
 
-/** What a form's first submission did: a change (answered with a redirect), or nothing (a page to show). */
+/**
+ * What a form's first submission did: a change (answered with a redirect), or nothing (a page to show).
+ * `reveal`: a secret made by the change (a key, a webhook endpoint's signing secret) and the id of what
+ * it belongs to, sealed for the one-time display the redirect leads to (key-reveal.ts).
+ */
 export type FormOutcome = { kind: 'redirect'; location: string; reveal?: { keyId: string; plaintext: string } } | { kind: 'page'; status: number; body: string }
 
 /** What a repeated submission is answered with. */

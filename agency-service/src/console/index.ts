@@ -80,7 +80,7 @@ export const consolePlugin: FastifyPluginAsync<ConsoleOptions> = async (app: Fas
     await signedIn.register(usageConsoleRoutes, { pool, now, paths })
     await signedIn.register(memberRoutes, { pool, now, paths })
     await signedIn.register(invitationRoutes, { pool, paths, now })
-    await signedIn.register(webhookConsoleRoutes, { pool, paths, policy: options.webhookPolicy ?? { allowPrivateAddresses: false } })
+    await signedIn.register(webhookConsoleRoutes, { pool, paths, now, policy: options.webhookPolicy ?? { allowPrivateAddresses: false } })
     await signedIn.register(passwordRoutes, { pool, now, paths })
   })
 }

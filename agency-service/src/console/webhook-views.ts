@@ -1,187 +1,144 @@
 /**
- * Agency settings → Webhooks (the agency's owners and admins): the endpoints
- * with how their deliveries stand (a failing one says so), the form that
- * registers one, the page that shows a signing secret once (after a
- * registration or a roll), and an endpoint's delivery attempts with a
- * redeliver button each.
+ * Agency settings → Webhooks: the endpoints first, each with its state in
+ * words (healthy, failing with its last error, disabled) so a failing one
+ * stands out, one actions menu per row, relative times with the exact time
+ * on hover; then the registration form (webhook-form-views.ts). A member of
+ * the agency gets the page's place in the tabs and why it is not theirs.
  */
-import { webhookEventTypes } from '../webhooks/event-types.js'
-import type { EndpointHealth, WebhookDelivery, WebhookEndpoint, WebhookEndpointWithSecret } from '../webhooks/webhook-store.js'
-import type { KeyArea } from './access.js'
+import type { EndpointHealth, WebhookEndpoint } from '../webhooks/webhook-store.js'
+import { WEBHOOK_MANAGERS_ONLY } from './access.js'
+import type { FieldError } from './form-errors.js'
+import { errorSummary, formTitle } from './form-errors.js'
 import type { SafeHtml } from './html.js'
 import { html } from './html.js'
-import { crumbs, formatTime, settingsTabs, tenantName } from './key-views.js'
-import { csrfInput, page } from './layout.js'
-import type { ConsolePaths } from './paths.js'
-import type { ConsoleSession } from './sessions.js'
+import { settingsTabs, tenantName } from './key-views.js'
+import { page } from './layout.js'
+import { relativeTime } from './relative-time.js'
+import type { EndpointFormState } from './webhook-forms.js'
+import { registerForm } from './webhook-form-views.js'
+import type { WebhookNotice, WebhookPageContext } from './webhook-page.js'
+import { endpointLabel, noticeBox, webhookCrumbs } from './webhook-page.js'
 
-export const webhookNotices = ['disabled', 'enabled', 'redelivered', 'deleted'] as const
-export type WebhookNotice = (typeof webhookNotices)[number]
+export type EndpointState = 'healthy' | 'failing' | 'disabled'
 
-const noticeText: Record<WebhookNotice, string> = {
-  disabled: 'The endpoint was disabled: no event is queued for it until it is enabled again.',
-  enabled: 'The endpoint was enabled: its pending deliveries resume.',
-  redelivered: 'The event will be sent again in a moment, with the same webhook-id.',
-  deleted: 'The endpoint was deleted, with its pending deliveries.',
+/** Failing: its latest attempt failed, or events were given up (they wait for a redelivery). */
+export function endpointState(endpoint: WebhookEndpoint, health: EndpointHealth | undefined): EndpointState {
+  if (!endpoint.enabled) return 'disabled'
+  if (health !== undefined && (health.lastDelivered === false || health.failed > 0)) return 'failing'
+  return 'healthy'
 }
 
-export interface WebhookFormState {
-  url?: string
-  events?: readonly string[]
-  error?: string
+function plural(count: number, one: string): string {
+  return `${count} ${one}${count === 1 ? '' : 's'}`
 }
 
-interface Context {
-  paths: ConsolePaths
-  session: ConsoleSession
-  area: KeyArea
-  webhooksPath: string
-}
-
-function section(webhooksPath: string): { label: string; href: string } {
-  return { label: 'Webhooks', href: webhooksPath }
-}
-
-function healthCell(endpoint: WebhookEndpoint, health: EndpointHealth | undefined): SafeHtml {
-  if (!endpoint.enabled) return html`<span class="status status-revoked">Disabled</span>`
-  if (health !== undefined && health.failed > 0) {
-    return html`<span class="status status-revoked">Failing</span> <span class="hint">${health.failed} event${health.failed === 1 ? '' : 's'} given up${
-      health.lastError !== null && html`; last error: ${health.lastError}`
-    }</span>`
+function stateCell(context: WebhookPageContext, endpoint: WebhookEndpoint, health: EndpointHealth | undefined): SafeHtml {
+  const state = endpointState(endpoint, health)
+  const { now } = context
+  const last = health?.lastAttemptAt ?? null
+  const waiting = health !== undefined && health.pending > 0 && html`<br><span class="hint">${plural(health.pending, 'event')} waiting</span>`
+  switch (state) {
+    case 'disabled':
+      return html`<span class="status status-revoked">Disabled</span>${waiting}`
+    case 'failing':
+      return html`<span class="status status-failing">Failing</span>${
+        health!.lastError !== null &&
+        html`<br><span class="hint">Last error ${relativeTime(last, now, '')}: <span class="webhook-error">${health!.lastError}</span></span>`
+      }${health!.failed > 0 && html`<br><span class="hint">${plural(health!.failed, 'event')} given up: redeliver from Deliveries</span>`}${
+        health!.pending > 0 && html`<br><span class="hint">${plural(health!.pending, 'event')} being retried</span>`
+      }`
+    case 'healthy':
+      return html`<span class="status status-active">Healthy</span><br><span class="hint">${
+        last === null ? 'No delivery yet' : html`Last delivered ${relativeTime(last, now, '')}`
+      }</span>${waiting}`
   }
-  if (health !== undefined && health.pending > 0)
-    return html`<span class="status status-active">Active</span> <span class="hint">${health.pending} pending</span>`
-  return html`<span class="status status-active">Active</span>`
 }
 
-function endpointRow(context: Context, endpoint: WebhookEndpoint, health: EndpointHealth | undefined): SafeHtml {
+function actionsMenu(context: WebhookPageContext, endpoint: WebhookEndpoint): SafeHtml {
+  const label = endpointLabel(endpoint)
   const base = `${context.webhooksPath}/${endpoint.id}`
-  const button = (action: string, label: string, extra: SafeHtml | string = '') =>
-    html`<form method="post" action="${base}/${action}" class="inline-form">${csrfInput(context.session.csrfToken)}${extra}<button type="submit" class="link-button" aria-label="${label} ${endpoint.url}">${label}</button></form>`
-  return html`<tr>
-  <th scope="row"><code>${endpoint.url}</code></th>
-  <td>${endpoint.events.join(', ')}</td>
-  <td>${healthCell(endpoint, health)}</td>
-  <td>${formatTime(endpoint.createdAt, '—')}</td>
-  <td class="actions-cell"><a href="${base}/deliveries" aria-label="Deliveries to ${endpoint.url}">Deliveries</a>${button('roll-secret', 'Roll secret')}${
-    endpoint.enabled
-      ? button('enabled', 'Disable', html`<input type="hidden" name="enabled" value="false">`)
-      : button('enabled', 'Enable', html`<input type="hidden" name="enabled" value="true">`)
-  }${button('delete', 'Delete')}</td>
+  // Each link's name says which endpoint it is about: two rows never offer two identical "Delete" links.
+  const item = (action: string, text: string, name: string): SafeHtml => html`<li><a href="${base}/${action}" aria-label="${name}">${text}</a></li>`
+  return html`<details class="row-menu"><summary aria-label="Actions for ${label}">Actions</summary><ul>${item(
+    'deliveries',
+    'Deliveries',
+    `Deliveries to ${label}`,
+  )}${item('edit', 'Edit', `Edit ${label}`)}${item('roll-secret', 'Roll secret', `Roll the secret of ${label}`)}${item('delete', 'Delete', `Delete ${label}`)}</ul></details>`
+}
+
+function endpointRow(context: WebhookPageContext, endpoint: WebhookEndpoint, health: EndpointHealth | undefined): SafeHtml {
+  const failing = endpointState(endpoint, health) === 'failing'
+  return html`<tr id="endpoint-${endpoint.id}"${failing ? html` class="failing"` : ''}>
+  <th scope="row" data-label="Endpoint"><code class="webhook-url">${endpoint.url}</code></th>
+  <td data-label="State">${stateCell(context, endpoint, health)}</td>
+  <td data-label="Events">${endpoint.events.map((type, index) => html`${index > 0 ? ', ' : ''}<code>${type}</code>`)}</td>
+  <td data-label="Created">${relativeTime(endpoint.createdAt, context.now, '—')}</td>
+  <td data-label="Actions" class="actions-cell">${actionsMenu(context, endpoint)}</td>
 </tr>`
 }
 
-function createForm(context: Context, state: WebhookFormState): SafeHtml {
-  const chosen = new Set(state.events ?? [])
-  const invalid = state.error !== undefined ? html` aria-invalid="true"` : ''
-  return html`<section class="panel" aria-labelledby="new-webhook">
-<h2 id="new-webhook">Register an endpoint</h2>
-${state.error !== undefined && html`<div class="alert" role="alert" tabindex="-1" id="webhook-error"><p>${state.error}</p></div>`}
-<form method="post" action="${context.webhooksPath}">
-  ${csrfInput(context.session.csrfToken)}
-  <div class="field">
-    <label for="webhook-url">URL</label>
-    <input type="url" id="webhook-url" name="url" required maxlength="2000" autocomplete="off" value="${state.url ?? ''}" aria-describedby="webhook-url-hint${state.error !== undefined ? ' webhook-error' : ''}"${invalid}>
-    <p class="hint" id="webhook-url-hint">An https:// address on the public internet. Deliveries are POSTed there, signed as Standard Webhooks.</p>
-  </div>
-  <fieldset class="field">
-    <legend>Events</legend>
-    ${webhookEventTypes.map(
-      (type) =>
-        html`<div class="checkbox"><input type="checkbox" id="event-${type}" name="events" value="${type}"${chosen.has(type) ? ' checked' : ''}><label for="event-${type}">${type}</label></div>`,
-    )}
-    <p class="hint">Events of the agency’s sub-accounts are included.</p>
-  </fieldset>
-  <div class="actions"><button type="submit">Register endpoint</button></div>
-</form>
-</section>`
+/** Above the list, when any endpoint fails: which, with a link to each row. */
+function failingSummary(failing: readonly WebhookEndpoint[]): SafeHtml | false {
+  if (failing.length === 0) return false
+  return html`<div class="warning" id="failing-endpoints"><p><strong>${
+    failing.length === 1 ? '1 endpoint is failing' : `${failing.length} endpoints are failing`
+  }:</strong> ${failing.map((endpoint, index) => html`${index > 0 ? ', ' : ''}<a href="#endpoint-${endpoint.id}">${endpointLabel(endpoint)}</a>`)}.</p>
+<p>Its Deliveries page shows each attempt; once the endpoint answers again, redeliver what was given up.</p></div>`
 }
 
-export interface WebhooksPageOptions extends Context {
+export interface WebhooksPageOptions extends WebhookPageContext {
   endpoints: readonly WebhookEndpoint[]
   health: ReadonlyMap<string, EndpointHealth>
-  form: WebhookFormState
-  notice?: WebhookNotice | undefined
+  /** The registration form as it was sent, with its problems (one of the form as a whole: the endpoint limit). */
+  form?: EndpointFormState
+  /** The notice a change left for this page, shown once. */
+  notice?: { notice: WebhookNotice; subject: string | null } | undefined
+}
+
+function lede(context: WebhookPageContext): SafeHtml {
+  return html`<p class="lede">Endpoints where ${tenantName(context.area)} hears of its keys and sub-accounts: each event is signed with the endpoint’s secret and retried for 72 hours until the endpoint answers 2xx.</p>`
 }
 
 export function webhooksPage(options: WebhooksPageOptions): string {
-  const { paths, session, area, webhooksPath, endpoints } = options
+  const { endpoints, health } = options
+  const errors: readonly FieldError[] = options.form?.errors ?? []
+  const failing = endpoints.filter((endpoint) => endpointState(endpoint, health.get(endpoint.id)) === 'failing')
   return page({
-    paths,
-    title: `Webhooks · ${area.agency.name}`,
-    session,
-    crumbs: crumbs(paths, area, undefined, section(webhooksPath)),
-    body: html`<h1>Webhooks</h1>
-<p class="lede">Endpoints where ${tenantName(area)} hears of its keys and sub-accounts: each event is signed with the endpoint’s secret and retried for 72 hours until the endpoint answers 2xx.</p>
-${settingsTabs(area, 'webhooks')}
-${options.notice !== undefined && html`<div class="notice" role="status"><p>${noticeText[options.notice]}</p></div>`}
+    paths: options.paths,
+    title: formTitle(`Webhooks · ${options.area.agency.name}`, errors),
+    session: options.session,
+    crumbs: webhookCrumbs(options),
+    body: html`${errorSummary(errors)}<div class="page-head"><h1>Webhooks</h1><a class="button" href="#register-heading">Register endpoint</a></div>
+${lede(options)}
+${settingsTabs(options.area, 'webhooks')}
+${noticeBox(options.notice)}
+${failingSummary(failing)}
+<h2 class="visually-hidden">Endpoints</h2>
 ${
   endpoints.length === 0
     ? html`<p>No endpoint yet.</p>`
-    : html`<div class="table-wrap" role="region" aria-labelledby="webhooks-caption" tabindex="0">
-<table>
-  <caption id="webhooks-caption" class="visually-hidden">Webhook endpoints of ${area.agency.name}</caption>
-  <thead><tr><th scope="col">URL</th><th scope="col">Events</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col">Actions</th></tr></thead>
-  <tbody>${endpoints.map((endpoint) => endpointRow(options, endpoint, options.health.get(endpoint.id)))}</tbody>
-</table>
-</div>`
+    : html`<table class="webhook-table stacking">
+  <caption class="visually-hidden">Webhook endpoints of ${options.area.agency.name}, oldest first</caption>
+  <thead><tr><th scope="col">Endpoint</th><th scope="col">State</th><th scope="col">Events</th><th scope="col">Created</th><th scope="col">Actions</th></tr></thead>
+  <tbody>${endpoints.map((endpoint) => endpointRow(options, endpoint, health.get(endpoint.id)))}</tbody>
+</table>`
 }
-${createForm(options, options.form)}`,
+${registerForm(options, options.form ?? {})}`,
   })
 }
 
-/** After a registration or a roll: the secret, this once. */
-export function webhookSecretPage(context: Context, endpoint: WebhookEndpointWithSecret, rolled: boolean): string {
+/** For a member of the agency: where webhooks are, and why they are not theirs to see or change. */
+export function webhooksNotYoursPage(context: WebhookPageContext): string {
   return page({
     paths: context.paths,
-    title: 'Webhook signing secret',
+    title: `Webhooks · ${context.area.agency.name}`,
     session: context.session,
-    crumbs: crumbs(context.paths, context.area, 'Signing secret', section(context.webhooksPath)),
-    body: html`<h1>${rolled ? 'The endpoint’s new signing secret' : 'Endpoint registered'}</h1>
-<div class="warning" role="alert">
-  <p>Copy the signing secret of <code>${endpoint.url}</code> now: it is shown this once.${rolled ? ' The old secret signs nothing from now on.' : ''}</p>
-</div>
-<div class="panel">
-  <label for="webhook-secret">Signing secret</label>
-  <input type="text" id="webhook-secret" readonly value="${endpoint.secret}" spellcheck="false" autocomplete="off">
-  <p class="hint">Verify each delivery with it (the <code>standardwebhooks</code> library, or any Standard Webhooks library).</p>
-  <p><a href="${context.webhooksPath}">Back to webhooks</a></p>
-</div>`,
-  })
-}
-
-const stateNames = { pending: 'Pending', delivered: 'Delivered', failed: 'Failed' } as const
-
-export function deliveriesPage(context: Context, endpoint: WebhookEndpoint, deliveries: readonly WebhookDelivery[], notice?: WebhookNotice): string {
-  const base = `${context.webhooksPath}/${endpoint.id}/deliveries`
-  const row = (delivery: WebhookDelivery): SafeHtml => html`<tr>
-  <td>${formatTime(delivery.at, '—')}</td>
-  <th scope="row">${delivery.type}</th>
-  <td>${delivery.attempt}</td>
-  <td><span class="status status-${delivery.state === 'delivered' ? 'active' : delivery.state === 'failed' ? 'revoked' : 'expired'}">${stateNames[delivery.state]}</span></td>
-  <td>${delivery.responseStatus ?? '—'}</td>
-  <td>${delivery.durationMs === null ? '—' : `${delivery.durationMs} ms`}</td>
-  <td>${delivery.error ?? ''}</td>
-  <td><form method="post" action="${base}/${delivery.id}/redeliver">${csrfInput(context.session.csrfToken)}<button type="submit" class="link-button" aria-label="Redeliver ${delivery.type} of ${delivery.at}">Redeliver</button></form></td>
-</tr>`
-  return page({
-    paths: context.paths,
-    title: `Deliveries · ${endpoint.url}`,
-    session: context.session,
-    crumbs: crumbs(context.paths, context.area, 'Deliveries', section(context.webhooksPath)),
-    body: html`<h1>Deliveries to <code>${endpoint.url}</code></h1>
-${notice !== undefined && html`<div class="notice" role="status"><p>${noticeText[notice]}</p></div>`}
-${
-  deliveries.length === 0
-    ? html`<p>No delivery yet.</p>`
-    : html`<div class="table-wrap" role="region" aria-labelledby="deliveries-caption" tabindex="0">
-<table>
-  <caption id="deliveries-caption">The latest attempts, newest first</caption>
-  <thead><tr><th scope="col">When</th><th scope="col">Event</th><th scope="col">Attempt</th><th scope="col">State</th><th scope="col">Status</th><th scope="col">Duration</th><th scope="col">Error</th><th scope="col">Actions</th></tr></thead>
-  <tbody>${deliveries.map(row)}</tbody>
-</table>
-</div>`
-}
-<p><a href="${context.webhooksPath}">Back to webhooks</a></p>`,
+    crumbs: webhookCrumbs(context),
+    body: html`<h1>Webhooks</h1>
+${lede(context)}
+${settingsTabs(context.area, 'webhooks')}
+<div class="warning" role="alert"><p>${WEBHOOK_MANAGERS_ONLY}.</p>
+<p>An endpoint receives the events of every key and sub-account of the agency, so registering, changing or reading one is for its owners and admins. Ask one of them if you need an endpoint registered, changed or redelivered.</p></div>
+<p><a href="${context.area.keysPath}">Back to the API keys of ${context.area.agency.name}</a></p>`,
   })
 }

@@ -38,11 +38,15 @@ export interface WebhookDelivery {
   state: DeliveryState
 }
 
-/** How an endpoint's messages stand: failed (given up) and pending ones, and when the last attempt failed. */
+/** How an endpoint's messages stand: failed (given up) and pending ones, and how its latest finished attempt went. */
 export interface EndpointHealth {
   failed: number
   pending: number
+  /** The latest finished attempt's error (null when it was delivered, or there was none). */
   lastError: string | null
+  /** When the latest finished attempt was made, and whether it delivered; null when none has finished. */
+  lastAttemptAt: string | null
+  lastDelivered: boolean | null
 }
 
 /** At most this many endpoints per agency. */
@@ -188,6 +192,17 @@ export class WebhookStore {
     })
   }
 
+  /** One attempt of the endpoint, or undefined when it is not one of this agency's endpoint's. */
+  async findDelivery(agencyId: string, endpointId: string, deliveryId: string): Promise<WebhookDelivery | undefined> {
+    const { rows } = await this.pool.query<AttemptRow>(
+      `SELECT a.id, a.attempt, a.at, a.response_status, a.duration_ms, a.error, a.state, m.event_id, m.type
+         FROM webhook_attempts a JOIN webhook_messages m ON m.id = a.message_id JOIN webhook_endpoints e ON e.id = a.endpoint_id
+        WHERE a.id = $3 AND a.endpoint_id = $2 AND e.agency_id = $1`,
+      [agencyId, endpointId, deliveryId],
+    )
+    return rows[0] === undefined ? undefined : toDelivery(rows[0])
+  }
+
   /**
    * Sends an attempt's message again, now, with the same webhook-id, and
    * retries it on the usual schedule for another 72 h; false when the
@@ -204,16 +219,37 @@ export class WebhookStore {
     return rowCount === 1
   }
 
-  /** Failed and pending messages per endpoint of the agency, and each one's latest failed attempt. */
+  /** Failed and pending messages per endpoint of the agency, and each one's latest finished attempt. */
   async health(agencyId: string): Promise<Map<string, EndpointHealth>> {
-    const { rows } = await this.pool.query<{ id: string; failed: number; pending: number; last_error: string | null }>(
+    const { rows } = await this.pool.query<{
+      id: string
+      failed: number
+      pending: number
+      last_error: string | null
+      last_at: Date | null
+      last_state: DeliveryState | null
+    }>(
       `SELECT e.id,
               (SELECT count(*)::int FROM webhook_messages m WHERE m.endpoint_id = e.id AND m.state = 'failed') AS failed,
               (SELECT count(*)::int FROM webhook_messages m WHERE m.endpoint_id = e.id AND m.state = 'pending') AS pending,
-              (SELECT a.error FROM webhook_attempts a WHERE a.endpoint_id = e.id ORDER BY a.at DESC, a.id DESC LIMIT 1) AS last_error
-         FROM webhook_endpoints e WHERE e.agency_id = $1`,
+              last.error AS last_error, last.at AS last_at, last.state AS last_state
+         FROM webhook_endpoints e
+         LEFT JOIN LATERAL (SELECT a.error, a.at, a.state FROM webhook_attempts a
+                             WHERE a.endpoint_id = e.id AND a.state <> 'pending' ORDER BY a.at DESC, a.id DESC LIMIT 1) last ON true
+        WHERE e.agency_id = $1`,
       [agencyId],
     )
-    return new Map(rows.map((row) => [row.id, { failed: row.failed, pending: row.pending, lastError: row.last_error }]))
+    return new Map(
+      rows.map((row) => [
+        row.id,
+        {
+          failed: row.failed,
+          pending: row.pending,
+          lastError: row.last_error,
+          lastAttemptAt: row.last_at === null ? null : row.last_at.toISOString(),
+          lastDelivered: row.last_state === null ? null : row.last_state === 'delivered',
+        },
+      ]),
+    )
   }
 }
