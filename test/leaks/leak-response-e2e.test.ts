@@ -56,9 +56,14 @@ const reported: ReportedKey[] = []
 async function newKey(name: string, scope: 'agency' | 'sub-account' = 'sub-account'): Promise<ReportedKey> {
   const owner = scope === 'agency' ? ['--agency', String(agency['id'])] : ['--sub-account', String(sub['id'])]
   const created = await ctl(['key', 'create', ...owner, '--name', name])
-  const key = { id: String(created['id']), key: String(created['key']), name, path: scope === 'agency' ? '/v1/agency' : '/v1/agents' }
-  reported.push(key)
-  return key
+  return { id: String(created['id']), key: String(created['key']), name, path: scope === 'agency' ? '/v1/agency' : '/v1/agents' }
+}
+
+/** A key of the sub-account and one of the agency, made at once (each is a `ctl` process), to be reported. */
+async function newKeys(subAccountKey: string, agencyKey: string): Promise<[ReportedKey, ReportedKey]> {
+  const keys = await Promise.all([newKey(subAccountKey), newKey(agencyKey, 'agency')])
+  reported.push(...keys)
+  return keys
 }
 
 async function onBoth(key: ReportedKey): Promise<Array<{ status: number; json: unknown }>> {
@@ -109,7 +114,7 @@ async function leakedWebhooks(keys: readonly ReportedKey[]): Promise<Map<string,
 }
 
 t.test('a GitHub alert through replica 1: the keys are refused on both replicas once the answer is sent', async (t) => {
-  const keys = [await newKey('pushed to GitHub'), await newKey('agency key pushed to GitHub', 'agency')]
+  const keys = await newKeys('pushed to GitHub', 'agency key pushed to GitHub')
   for (const key of keys) for (const response of await onBoth(key)) t.equal(response.status, 200, `${key.name}: warm on both replicas`)
   const body = githubAlert([...keys.map((key) => key.key), generateKey()])
   const refused = await replicas[0].request('/v1/secret-scanning/github', {
@@ -135,7 +140,7 @@ t.test('a GitHub alert through replica 1: the keys are refused on both replicas 
 })
 
 t.test('a report through replica 2, without a key: 202, and the keys are refused on both replicas', async (t) => {
-  const keys = [await newKey('pasted in a forum'), await newKey('agency key pasted in a forum', 'agency')]
+  const keys = await newKeys('pasted in a forum', 'agency key pasted in a forum')
   for (const key of keys) for (const response of await onBoth(key)) t.equal(response.status, 200, `${key.name}: warm on both replicas`)
   const answer = await report(replicas[1], keys)
   t.equal(answer.status, 202)
@@ -185,16 +190,18 @@ t.test('the agency’s endpoint gets a signed key.leaked for each key, its own a
 
 t.test('LEAKED_KEY_ACTION=notify: the keys keep working on both replicas and the webhooks still arrive', async (t) => {
   t.equal(await stack.backends.agency.stop('SIGTERM'), 0, 'agency-service stopped cleanly')
-  const notifying = await startProcess(
-    t,
-    'agency-service/src/main.ts',
-    { ...stack.env, ...agencyEnv, LEAKED_KEY_ACTION: 'notify', AGENCY_SERVICE_PORT: String(stack.backends.agencyPort) },
-    /agency-service ready/,
-    60_000,
-  )
+  // The keys are made (by ctl, on the database) while agency-service starts again.
+  const [notifying, [github, forum]] = await Promise.all([
+    startProcess(
+      t,
+      'agency-service/src/main.ts',
+      { ...stack.env, ...agencyEnv, LEAKED_KEY_ACTION: 'notify', AGENCY_SERVICE_PORT: String(stack.backends.agencyPort) },
+      /agency-service ready/,
+      60_000,
+    ),
+    newKeys('noticed on GitHub', 'agency key noticed in a forum'),
+  ])
   agencyServices.push(notifying)
-  const github = await newKey('noticed on GitHub')
-  const forum = await newKey('agency key noticed in a forum', 'agency')
   const body = githubAlert([github.key])
   const answer = await replicas[0].request('/v1/secret-scanning/github', { method: 'POST', headers: signer.headers(body), body })
   t.same([answer.status, answer.json], [200, [{ token_raw: github.key, token_type: 'scoped_api_key', label: 'true_positive' }]])
