@@ -4,7 +4,8 @@
  * allowance (60 an hour, plus at most one report per other replica), counted
  * under a hashed Redis key; a replica whose Redis cannot be reached still
  * holds each client to the allowance on its own count, answers the reports
- * within it as ever (202, the same body), and warns that it counts alone.
+ * within it as ever (202, the same body), and warns that it counts alone;
+ * the Redis user docs/operations.md gives agency-service may count.
  */
 import { randomBytes } from 'node:crypto'
 import t from 'tap'
@@ -21,6 +22,7 @@ import { REPORTS_PER_HOUR, ReportThrottle } from '@scoped/agency-service/leaks/r
 import { createTestDatabase } from '../helpers/database.js'
 import { freePort } from '../helpers/processes.js'
 import { createTestRedis } from '../helpers/redis.js'
+import { startRedisServer } from '../helpers/redis-server.js'
 import { createTestTenants } from '../helpers/tenants.js'
 import { waitFor } from '../helpers/wait-for.js'
 import { fromClient } from './support.js'
@@ -131,4 +133,22 @@ t.test('Redis unreachable: a replica still holds each client to the allowance, a
   t.ok(warned.failedUpdates >= 1)
   const repeated = warnings.filter((line) => line.includes('Redis unavailable')).length
   t.ok(repeated < REPORTS_PER_HOUR / 2, `${repeated} warning(s) for ${REPORTS_PER_HOUR + 1} failed updates: at most one a minute, not one per report`)
+})
+
+t.test('the Redis user of docs/operations.md may count reports', async (t) => {
+  const server = await startRedisServer(t)
+  // What docs/operations.md adds to agency-service's user for the allowance (with its nonces), under the test's prefix.
+  const rights = [
+    ...['resetkeys', `~${redis.prefix}leak-report:*`, `~${redis.prefix}nonce:agency-service:*`, 'resetchannels', '-@all'],
+    ...['+eval', '+incr', '+pttl', '+pexpire', '+set', '+info', '+client|setname'],
+  ]
+  await server.client().call('ACL', 'SETUSER', 'agency-service', 'on', '>report-password', ...rights)
+  const connection = nonceRedis(`redis://agency-service:report-password@127.0.0.1:${server.port}`)
+  await waitFor(() => connection.client.status === 'ready', 'the restricted user connected')
+  const warnings: string[] = []
+  const app = await replica(connection, warnings)
+  t.equal((await report(app, '192.0.2.77')).statusCode, 202)
+  const counter = new ReportThrottle({ prefix: redis.prefix }).redisKey(clientGroup('192.0.2.77'))
+  await waitFor(async () => (await server.client().get(counter)) === '1', 'the report counted in Redis')
+  t.same(warnings, [], 'no Redis error')
 })
