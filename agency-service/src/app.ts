@@ -32,6 +32,7 @@ import { webhookRoutes } from './routes/webhooks.js'
 import type { TargetPolicy } from './webhooks/address-policy.js'
 import type { LeakConfig } from './leaks/leak-config.js'
 import { CREDENTIALS_REVOKE_PATH, GITHUB_SCANNING_PATH, leakRoutes } from './leaks/leak-routes.js'
+import { ReportThrottle } from './leaks/report-throttle.js'
 
 /**
  * Routes that authenticate their own callers (or none) instead of the gateway's signature: the
@@ -51,7 +52,10 @@ export interface AgencyAppDeps {
   consoleDeviceSecret?: Buffer
   /** Certificate and key to listen with TLS (AGENCY_SERVICE_TLS_CERT_FILE / _KEY_FILE); plain HTTP when absent. */
   https?: BackendTls
-  /** Where every replica remembers the nonces it accepted (REDIS_URL); this process alone when absent. */
+  /**
+   * Where every replica remembers the nonces it accepted and counts the leaked-key reports of each client
+   * (REDIS_URL); this process alone when absent.
+   */
   nonceRedis?: NonceRedis
   /** Which webhook URLs may be registered (WEBHOOK_ALLOW_PRIVATE_ADDRESSES); public https:// ones only when absent. */
   webhookPolicy?: TargetPolicy
@@ -94,7 +98,14 @@ export async function buildAgencyApp(deps: AgencyAppDeps): Promise<FastifyInstan
     ...(deps.webhookPolicy === undefined ? {} : { webhookPolicy: deps.webhookPolicy }),
   })
   // Without a key and without tenant headers (leaks/leak-routes.ts), outside the AGENCY scope's /v1 below.
-  await app.register(leakRoutes, { keys: deps.keys, config: deps.leaks ?? { action: 'revoke', githubKeys: undefined } })
+  await app.register(leakRoutes, {
+    keys: deps.keys,
+    config: deps.leaks ?? { action: 'revoke', githubKeys: undefined },
+    throttle: new ReportThrottle({
+      ...(deps.nonceRedis === undefined ? {} : { redis: deps.nonceRedis.client, prefix: deps.nonceRedis.prefix }),
+      log: deps.logger,
+    }),
+  })
   await app.register(
     async (v1) => {
       v1.addHook('onRequest', requireTenantScope('AGENCY'))

@@ -11,8 +11,6 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { createLogger } from '@scoped/shared/logger'
 import { generateKey } from '@scoped/shared/keys'
-import { appendClientAddress } from '@scoped/shared/signed-client-address'
-import { AGENCY_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
 import { buildAgencyApp } from '@scoped/agency-service/app'
 import { createKeyInvalidator } from '@scoped/agency-service/invalidator'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
@@ -21,7 +19,7 @@ import { readLeakConfig } from '@scoped/agency-service/leaks/leak-config'
 import { createTestDatabase } from '../helpers/database.js'
 import { createTestRedis } from '../helpers/redis.js'
 import { createTestTenants } from '../helpers/tenants.js'
-import { githubAlert, githubSigner } from './support.js'
+import { fromClient, githubAlert, githubSigner } from './support.js'
 
 const GITHUB = '/v1/secret-scanning/github'
 const REVOKE = '/v1/credentials/revoke'
@@ -61,18 +59,11 @@ async function events(keyId: string): Promise<Array<{ type: string; actor_id: st
   return rows
 }
 
-/** The headers the gateway adds: the client address it saw, signed for agency-service. */
-function fromClient(path: string, address: string): Record<string, string> {
-  const list: string[] = []
-  appendClientAddress(list, secret, { method: 'POST', pathWithQuery: path, audience: AGENCY_SERVICE_AUDIENCE }, address, Date.now() / 1000)
-  return { [list[0]!]: list[1]!, [list[2]!]: list[3]! }
-}
-
 function report(target: FastifyInstance, body: unknown, address = '198.51.100.7') {
   return target.inject({
     method: 'POST',
     url: REVOKE,
-    headers: { 'content-type': 'application/json', ...fromClient(REVOKE, address) },
+    headers: { 'content-type': 'application/json', ...fromClient(secret, REVOKE, address) },
     payload: typeof body === 'string' ? body : JSON.stringify(body),
   })
 }

@@ -1,14 +1,16 @@
 /**
  * What the leak-response tests share: a GitHub signing key pair made in the
  * test (ECDSA P-256, as GitHub's), its public-keys document written to a
- * file as SECRET_SCANNING_KEYS_FILE expects it, and GitHub's signature over a
- * body's raw bytes.
+ * file as SECRET_SCANNING_KEYS_FILE expects it, GitHub's signature over a
+ * body's raw bytes, and the client address the gateway signs for a POST.
  */
 import type { KeyObject } from 'node:crypto'
 import { generateKeyPairSync, sign } from 'node:crypto'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { appendClientAddress } from '@scoped/shared/signed-client-address'
+import { AGENCY_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
 import type { Teardown } from '../helpers/teardown.js'
 
 export interface GithubSigner {
@@ -68,4 +70,11 @@ export function githubAlert(tokens: readonly string[]): string {
   return JSON.stringify(
     tokens.map((token) => ({ token, type: 'scoped_api_key', url: 'https://github.com/octocat/Hello-World/blob/12345600b9/config.env', source: 'content' })),
   )
+}
+
+/** The headers the gateway adds to a POST of `path`: the client address it saw, signed for agency-service with `secret`. */
+export function fromClient(secret: string, path: string, address: string): Record<string, string> {
+  const list: string[] = []
+  appendClientAddress(list, secret, { method: 'POST', pathWithQuery: path, audience: AGENCY_SERVICE_AUDIENCE }, address, Date.now() / 1000)
+  return { [list[0]!]: list[1]!, [list[2]!]: list[3]! }
 }

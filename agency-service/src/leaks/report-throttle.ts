@@ -3,56 +3,64 @@
  * per client address (an IPv6 client by its /64, which one host picks from at
  * will), then 429 with Retry-After until its window ends. The address is the
  * one the gateway signed for the request (request.ip: signed-client-address
- * in app.ts), never one a caller wrote. Counted in this process's memory, a
- * bounded map (the oldest window is dropped first): with N agency-service
- * replicas a client may send up to N times the allowance, which still keeps
- * one client from turning the endpoint into a revocation flood, and needs no
- * store in front of a request that anyone may send.
+ * in app.ts), never one a caller wrote.
+ *
+ * A ClientThrottle (shared/src/client-throttle.ts, the gateway's
+ * failed-authentication throttle too): with REDIS_URL the count is shared by
+ * every agency-service replica (`<prefix>leak-report:<SHA-256 of the
+ * client>`), so N replicas admit one allowance, plus at most one report per
+ * other replica, per client and hour. A report is decided from this process's
+ * memory and never waits for Redis. When Redis cannot be reached each replica
+ * still holds every client to the allowance on its own count (at most N
+ * times it in all, never unlimited), and says so in a warning at most once a
+ * minute; the reports themselves are answered as ever.
  */
-import { clientGroup } from '@scoped/shared/ip-address'
+import type { Logger } from 'pino'
+import { ClientThrottle } from '@scoped/shared/client-throttle'
+import type { ClientThrottleOptions } from '@scoped/shared/client-throttle'
 
 /** At least the 60 an hour the contract promises a client. */
 export const REPORTS_PER_HOUR = 60
 export const REPORT_WINDOW_MS = 60 * 60_000
-const MAX_TRACKED = 100_000
-/** How many expired windows one call may drop from the front of the map: amortized constant work. */
-const SWEEP = 8
+/** The least time between two warnings that Redis cannot share the count. */
+const WARN_EVERY_MS = 60_000
 
 export type ReportDecision = { allowed: true } | { allowed: false; retryAfterSeconds: number }
 
-export class ReportThrottle {
-  /** By client group, in the order their windows started (so the oldest is first). */
-  private readonly windows = new Map<string, { count: number; endsAt: number }>()
+export interface ReportThrottleOptions extends Partial<Omit<ClientThrottleOptions, 'name' | 'onError'>> {
+  /** Where the warning goes when Redis fails; none when absent. */
+  log?: Pick<Logger, 'warn'>
+}
 
-  constructor(
-    readonly limit = REPORTS_PER_HOUR,
-    private readonly now: () => number = Date.now,
-    private readonly windowMs = REPORT_WINDOW_MS,
-  ) {}
+export class ReportThrottle extends ClientThrottle {
+  constructor(options: ReportThrottleOptions = {}) {
+    const { log, ...rest } = options
+    let lastWarning = -Infinity
+    let failed = 0
+    super({
+      ...rest,
+      name: 'leak-report',
+      limit: options.limit ?? REPORTS_PER_HOUR,
+      windowMs: options.windowMs ?? REPORT_WINDOW_MS,
+      onError: (error) => {
+        failed++
+        const now = Date.now()
+        if (log === undefined || now - lastWarning < WARN_EVERY_MS) return
+        log.warn(
+          { err: error, failedUpdates: failed },
+          'leaked-key reports: Redis unavailable; this replica holds each client to the allowance on its own count',
+        )
+        lastWarning = now
+        failed = 0
+      },
+    })
+  }
 
   /** Counts one report of `client` (its address) and says whether it is within the allowance. */
   take(client: string): ReportDecision {
-    const now = this.now()
-    this.sweep(now)
-    const group = clientGroup(client)
-    let window = this.windows.get(group)
-    if (window === undefined || window.endsAt <= now) {
-      this.windows.delete(group)
-      if (this.windows.size >= MAX_TRACKED) this.windows.delete(this.windows.keys().next().value!)
-      window = { count: 0, endsAt: now + this.windowMs }
-      this.windows.set(group, window)
-    }
-    if (window.count >= this.limit) return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil((window.endsAt - now) / 1000)) }
-    window.count++
+    const check = this.check(client)
+    if (check.blocked) return { allowed: false, retryAfterSeconds: check.retryAfterSeconds }
+    this.count(client)
     return { allowed: true }
-  }
-
-  private sweep(now: number): void {
-    let dropped = 0
-    for (const [group, window] of this.windows) {
-      if (window.endsAt > now || dropped === SWEEP) return
-      this.windows.delete(group)
-      dropped++
-    }
   }
 }
