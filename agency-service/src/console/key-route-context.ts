@@ -59,7 +59,11 @@ export function keyRouteContext(app: FastifyInstance, options: KeyRoutesOptions,
     },
     reveal(area, created, unconfirmed = false) {
       const revealPath = `${area.keysPath}/${created.id}/created`
-      return { kind: 'redirect', location: unconfirmed ? `${revealPath}?unconfirmed=1` : revealPath, reveal: { keyId: created.id, plaintext: created.key } }
+      return {
+        kind: 'redirect',
+        location: unconfirmed ? `${revealPath}?unconfirmed=1` : revealPath,
+        reveal: { kind: 'key', id: created.id, secret: created.key },
+      }
     },
   }
 }
