@@ -122,7 +122,8 @@ export function requireAuditReader(area: KeyArea): void {
 }
 
 export function requireRateLimitSetter(area: KeyArea): void {
-  if (!area.canSetRateLimit) throw new ApiError('forbidden', 'Only agency owners and admins can change a key’s rate limit')
+  if (!area.canSetRateLimit)
+    throw new ApiError('forbidden', 'Only agency owners and admins can change a rate limit: they share out what the agency may send among its sub-accounts')
 }
 
 /** The webhooks page of an agency area, or 403 for anyone but its owners and admins. */

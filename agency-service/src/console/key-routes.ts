@@ -40,7 +40,7 @@ import { createdKeyPage, KEY_LIMIT_HINT } from './key-form-views.js'
 import { CREATE_FIELDS, createInputFromForm, createInputOf } from './key-forms.js'
 import { takeReveal } from './one-time-display.js'
 import type { AreaResolver, KeyParams, KeyRouteContext, KeyRoutesOptions, TenantParams } from './key-route-context.js'
-import { consoleActor, keyIdOf, keyRouteContext, noticeOf, staleKey, takeKeyNotice } from './key-route-context.js'
+import { consoleActor, keyIdOf, keyRouteContext, noticeOf, routeLimitsOf, staleKey, takeKeyNotice } from './key-route-context.js'
 import type { AreaLink } from './key-views.js'
 import { keysPage } from './key-views.js'
 import { gridStateFromForm, UNRESTRICTED_GRID, withGridPermissions } from './permission-grid.js'
@@ -90,6 +90,7 @@ function listRoutes(context: KeyRouteContext): void {
       notice,
       areas,
       permissionResources: resourcesOf(context, area),
+      routeLimits: routeLimitsOf(context, area),
     }
     return sendPage(reply, 200, keysPage(defaultRateLimit === undefined ? view : { ...view, defaultRateLimit }))
   })
@@ -152,6 +153,7 @@ async function refuseCreation(context: KeyRouteContext, request: FastifyRequest,
     now: new Date(context.keys.now()),
     form: { ...form, errors },
     permissionResources: resourcesOf(context, area),
+    routeLimits: routeLimitsOf(context, area),
   })
   return { kind: 'page', status, body }
 }
