@@ -3,7 +3,8 @@
  * without it (the server refuses what the script would have prevented).
  * Served as a file (the Content-Security-Policy allows no inline script).
  *
- * - The copy button beside a new key, saying what happened in a live region.
+ * - The copy button beside a new key or invitation link, saying what happened
+ *   in a live region.
  * - A form that changes something is sent once: its buttons are disabled on
  *   the first submit and a second submit is ignored (the server answers a
  *   repeated form token with the first result all the same).
@@ -26,7 +27,7 @@ for (const button of document.querySelectorAll('button[data-copy-target]')) {
       await navigator.clipboard.writeText(input.value)
       status.textContent = 'Copied to the clipboard.'
     } catch {
-      status.textContent = 'The key is selected: press Ctrl+C (or Command+C) to copy it.'
+      status.textContent = 'Selected: press Ctrl+C (or Command+C) to copy it.'
     }
   })
 }

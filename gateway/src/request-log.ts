@@ -13,7 +13,7 @@ import type { Tenant } from '@scoped/shared/tenant-signature'
 import type { GatewayMetrics } from './metrics.js'
 import type { RequestOutcome } from './outcomes.js'
 import { outcomeOfStatus } from './outcomes.js'
-import type { LimitKind } from './rate-limit/config.js'
+import type { LimitKind } from '@scoped/shared/route-limits'
 import type {} from './request-state.js'
 
 let isoSecond = -1

@@ -26,7 +26,7 @@ import type { Tenant } from '@scoped/shared/tenant-signature'
 import { signedTenant } from './key-policy.js'
 import type { Verification } from './key-verifier.js'
 import type { Refusal, RequestOutcome } from './outcomes.js'
-import type { LimitKind } from './rate-limit/config.js'
+import type { LimitKind } from '@scoped/shared/route-limits'
 import type { RequestTarget } from './request-path.js'
 import type { ReportRoute, ScopedRoute, SessionRoute } from './route-map.js'
 

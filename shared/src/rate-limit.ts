@@ -1,6 +1,6 @@
 /**
  * A token-bucket limit: `rate` tokens added per second, `burst` tokens at
- * most. The routes file sets them per route (gateway/src/rate-limit/config.ts);
+ * most. The routes file sets them per route (route-limits.ts);
  * a key may carry its own, which replaces the route's `key` limit for that key
  * (api_keys.rate_limit_rate and rate_limit_burst, migration 007). One set of
  * bounds for both, held by the routes file validator, the key service and the

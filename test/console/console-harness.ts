@@ -12,6 +12,7 @@ import { errorEnvelopePlugin } from '@scoped/shared/error-envelope-plugin'
 import type { KeyInvalidator } from '@scoped/shared/key-invalidation'
 import { KeyRevocationNotifier } from '@scoped/shared/key-invalidation'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
+import type { PermissionCatalog } from '@scoped/agency-service/keys/permission-catalog'
 import { TenantStore } from '@scoped/agency-service/tenants'
 import type { Role } from '@scoped/agency-service/users/roles'
 import { consolePlugin } from '@scoped/agency-service/console/index'
@@ -37,8 +38,9 @@ export interface ConsoleApp {
   clock: TestClock
 }
 
-export async function buildConsoleApp(pool: Pool, invalidator?: KeyInvalidator, clock = new TestClock()): Promise<ConsoleApp> {
-  const keys = new KeyService(pool, invalidator ?? new KeyRevocationNotifier(pool, null))
+/** `permissions`: what the routes file says (ROUTES_FILE, readPermissionCatalog); deploy/routes.yaml's when absent. */
+export async function buildConsoleApp(pool: Pool, invalidator?: KeyInvalidator, clock = new TestClock(), permissions?: PermissionCatalog): Promise<ConsoleApp> {
+  const keys = new KeyService(pool, invalidator ?? new KeyRevocationNotifier(pool, null), permissions === undefined ? {} : { permissions })
   const app = Fastify({ logger: false, trustProxy: true })
   await app.register(errorEnvelopePlugin)
   await app.register(consolePlugin, { prefix: '/console', pool, keys, now: clock.now })

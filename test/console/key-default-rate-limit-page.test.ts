@@ -4,7 +4,8 @@
  * page behind the CSRF token; the keys page shows it; a key a member then
  * creates gets it (the member cannot escape a lower limit with a fresh key);
  * a member may not change it; bad input is refused on the page; clearing it
- * puts new keys back on the route default; each change is in the audit trail.
+ * puts new keys back on the route default (given in numbers, from the routes
+ * file); each change is in the audit trail.
  */
 import t from 'tap'
 import { createKeyThroughConsole, createWorld, csrfToken, signedIn, startConsole } from './console-harness.js'
@@ -20,6 +21,9 @@ t.test('an admin sets the default, a member’s new key gets it and the member c
   t.match((await admin.get(keysPath)).body, /Rate limit of new keys: <strong>the route default<\/strong> · <a href="[^"]+\/default-rate-limit">Change/)
   const form = await admin.get(pagePath)
   t.equal(form.statusCode, 200)
+  t.match(form.body, 'Now: <strong>the route default</strong>')
+  t.match(form.body, '<p id="route-default">Route default: <strong>no limit for a key on its own</strong>.</p>', 'in numbers, from deploy/routes.yaml')
+  t.match(form.body, 'all keys of Acme West together get <strong>100 requests per second, bursts of 200</strong> on each route')
   const refused = await admin.post(pagePath, { csrf: csrfToken(form.body), action: 'set', rate: '0', burst: '5' })
   t.equal(refused.statusCode, 400, 'a rate of 0 is refused on the page')
   t.match(refused.body, /role="alert"/)
@@ -31,6 +35,11 @@ t.test('an admin sets the default, a member’s new key gets it and the member c
   const memberPage = await member.get(keysPath)
   t.match(memberPage.body, /Rate limit of new keys: <strong>120 requests per minute/, 'the member sees the default')
   t.notMatch(memberPage.body, /default-rate-limit">Change/, 'without a link to change it')
+  t.match(
+    memberPage.body,
+    '<span class="hint">(only the agency’s owners and admins change it: they share out what the agency may send among its sub-accounts)</span>',
+    'and told why',
+  )
   t.equal((await member.get(pagePath)).statusCode, 403, 'and may not open the page')
   const memberForm = await member.get(keysPath)
   t.equal((await member.post(pagePath, { csrf: csrfToken(memberForm.body), action: 'clear' })).statusCode, 403, 'nor change it')

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { hashKey, parseKey } from '@scoped/shared/keys'
 import { ACTIVE_KEY_LIMIT } from '@scoped/agency-service/keys/key-service'
-import { REVEAL_LIFETIME_MS } from '@scoped/agency-service/console/key-reveal'
+import { REVEAL_LIFETIME_MS } from '@scoped/agency-service/console/one-time-display'
 import { createKeyThroughConsole, createWorld, csrfToken, signedIn, startConsole } from './console-harness.js'
 
 t.test('creating an agency key shows the plaintext once, with a copy button and the warning, and never again', async (t) => {

@@ -5,14 +5,20 @@
  * token, with refusals shown beside their field; every change tells the
  * gateways (a `changed` key) and is in the audit trail; who may change it is
  * the agency's owners and admins only (a sub-account member sees the limit,
- * and may not raise it: it is the agency's capacity to share out).
+ * and may not raise it: it is the agency's capacity to share out, and the
+ * page says so). The route default is given in numbers, from the routes file
+ * agency-service reads (ROUTES_FILE, deploy/routes.yaml when unset).
  */
 import t from 'tap'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import type { KeyInvalidation } from '@scoped/shared/key-state'
 import { KeyRevocationNotifier } from '@scoped/shared/key-invalidation'
 import type { KeyInvalidator } from '@scoped/shared/key-invalidation'
 import { hashKey } from '@scoped/shared/keys'
-import { buildConsoleApp, createWorld, csrfToken, signedIn } from './console-harness.js'
+import { readPermissionCatalog } from '@scoped/agency-service/keys/permission-catalog'
+import { buildConsoleApp, createWorld, csrfToken, signedIn, TestClock } from './console-harness.js'
 import { createTestDatabase } from '../helpers/database.js'
 
 /** The invalidator of the console's key service, recording what it was asked to invalidate. */
@@ -49,6 +55,12 @@ t.test('set a key’s own rate limit, see it listed, clear it; refusals beside t
   t.equal(page.statusCode, 200)
   t.match(page.body, '<h1>Rate limit</h1>')
   t.match(page.body, 'Now: <strong>the route default</strong>')
+  t.match(page.body, '<p id="route-default">Route default: <strong>no limit for a key on its own</strong>.</p>', 'deploy/routes.yaml sets no key limit')
+  t.match(
+    page.body,
+    '<p id="shared-limits">Whatever a key’s own limit, all keys of Acme West together get <strong>100 requests per second, bursts of 200</strong> on each route; and all keys of the agency Acme (every sub-account’s) together get <strong>250 requests per second, bursts of 500</strong> on each route.</p>',
+    'and what the sub-account’s keys share, in numbers',
+  )
   t.match(page.body, '<label for="key-rate">Requests per second</label>')
   t.match(page.body, '<label for="key-burst">Burst</label>')
   t.notMatch(page.body, 'Use the route default</button>', 'nothing to clear yet')
@@ -105,7 +117,15 @@ t.test('set a key’s own rate limit, see it listed, clear it; refusals beside t
   const memberList = await member.get(keysPath)
   t.match(memberList.body, '<td data-label="Rate limit">Route default</td>', 'a sub-account member sees the limit')
   t.notMatch(memberList.body, `${pagePath}"`, 'but has no link to change it')
-  t.equal((await member.get(pagePath)).statusCode, 403, 'nor the page')
+  t.match(
+    memberList.body,
+    '<span class="hint">Rate limit: only the agency’s owners and admins change it: they share out what the agency may send among its sub-accounts</span>',
+    'and is told why',
+  )
+  t.match(memberList.body, '<p id="route-default">Route default: <strong>no limit for a key on its own</strong>.</p>', 'with the route default’s numbers')
+  const memberRefused = await member.get(pagePath)
+  t.equal(memberRefused.statusCode, 403, 'nor the page')
+  t.match(memberRefused.body, 'Only agency owners and admins can change a rate limit: they share out what the agency may send among its sub-accounts')
   const memberPage = await member.get(`${keysPath}/${key.id}/addresses`)
   const raised = await member.post(pagePath, { csrf: csrfToken(memberPage.body), action: 'set', rate: '1000', burst: '1000' })
   t.equal(raised.statusCode, 403, 'and may not raise its own key’s limit')
@@ -128,4 +148,52 @@ t.test('set a key’s own rate limit, see it listed, clear it; refusals beside t
   t.equal(revoked.statusCode, 400)
   t.match(revoked.body, /<div class="error-summary alert" role="alert"[^>]*>[\s\S]*<li>The rate limit of a revoked key cannot be changed<\/li>/)
   t.notMatch(revoked.body, 'aria-invalid', 'no field is marked for a refusal about the key itself')
+})
+
+t.test('the route default in numbers, from the routes file agency-service reads (ROUTES_FILE)', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'routes-file-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const routesFile = join(dir, 'routes.yaml')
+  writeFileSync(
+    routesFile,
+    `rateLimits:
+  SUB-ACCOUNT:
+    key: { rate: 10, burst: 100 }
+    tenant: { rate: 40, burst: 80 }
+routes:
+  - { prefix: /v1/agency, scope: AGENCY, upstream: 'http://127.0.0.1:4001', permission: agency, rateLimit: { key: { rate: 1, burst: 5 } } }
+  - { prefix: /v1/agency/sub-accounts, scope: AGENCY, upstream: 'http://127.0.0.1:4001', permission: sub-accounts }
+  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: 'http://127.0.0.1:4002', permission: agents }
+  - { prefix: /v1/calls, scope: SUB-ACCOUNT, upstream: 'http://127.0.0.1:4002', permission: calls }
+  - { prefix: /console, auth: session, upstream: 'http://127.0.0.1:4001' }
+`,
+  )
+  const db = await createTestDatabase(t)
+  const { app, pool, keys } = await buildConsoleApp(db.pool, undefined, new TestClock(), readPermissionCatalog({ ROUTES_FILE: routesFile }))
+  t.teardown(() => app.close())
+  const world = await createWorld(pool)
+  const owner = await signedIn(app, world.owner.email)
+  const subKey = await keys.create({ scope: 'SUB-ACCOUNT', subAccountId: world.subAccountId }, 'office', 'test')
+  const agencyKey = await keys.create({ scope: 'AGENCY', agencyId: world.agencyId }, 'agency', 'test')
+
+  const subPage = await owner.get(`/console/sub-accounts/${world.subAccountId}/keys/${subKey.id}/rate-limit`)
+  t.match(
+    subPage.body,
+    '<p id="route-default">Route default: <strong>10 requests per second, bursts of 100</strong> for each key, on each route it reaches.</p>',
+  )
+  t.match(
+    subPage.body,
+    '<p id="shared-limits">Whatever a key’s own limit, all keys of Acme West together get <strong>40 requests per second, bursts of 80</strong> on each route.</p>',
+    'no agency limit in this file: none is mentioned',
+  )
+  const subList = await owner.get(`/console/sub-accounts/${world.subAccountId}/keys`)
+  t.match(subList.body, '<p id="route-default">Route default: <strong>10 requests per second, bursts of 100</strong>', 'the list says what “Route default” is')
+
+  const agencyPage = await owner.get(`/console/agencies/${world.agencyId}/keys/${agencyKey.id}/rate-limit`)
+  t.match(
+    agencyPage.body,
+    '<p id="route-default">Route default: it differs by route: on <code>/v1/agency</code> 60 requests per minute, bursts of 5; on <code>/v1/agency/sub-accounts</code> no limit.</p>',
+    'a route’s own limit, route by route',
+  )
+  t.notMatch(agencyPage.body, 'id="shared-limits"', 'nothing shared is limited on agency routes here')
 })

@@ -4,12 +4,14 @@
  * first with one actions menu per row and a layout that works at 390 px, the
  * rate limit in plain words, and notices shown once and naming the key,
  * linked breadcrumbs, the sub-account switcher and a stale page answered
- * kindly. The console runs in-process over HTTP on localhost (a secure
+ * kindly, and an invitation sent once on a double click, its link shown once.
+ * The console runs in-process over HTTP on localhost (a secure
  * context to the browser, so its Secure cookies hold): the pages are the
  * point here, not the gateway (console-browser.test.ts goes through it).
  * Screenshots go to test-output/screenshots/ (console-34-*).
  */
 import t from 'tap'
+import { createHash } from 'node:crypto'
 import { mkdirSync } from 'node:fs'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -193,11 +195,23 @@ t.test('the key list, its states, the audit trail and the notices, in Chromium',
     await page.getByRole('link', { name: 'Invite a member' }).click()
     await page.getByLabel('Email').fill('new.person@example.test')
     await page.getByLabel('Sub-account (for a member)').selectOption({ label: 'Issue34 West' })
-    await page.getByRole('button', { name: 'Create invitation link' }).click()
+    const posts: string[] = []
+    const countPost = (request: { method(): string; url(): string }): void => {
+      if (request.method() === 'POST') posts.push(request.url())
+    }
+    page.on('request', countPost)
+    await page.getByRole('button', { name: 'Create invitation link' }).dblclick()
+    await page.waitForURL(/\/invitations\/[0-9a-f-]{36}\/created$/)
+    page.off('request', countPost)
+    t.equal(posts.length, 1, 'a fast double click sends the form once')
+    const made = await pool.query<{ token_hash: string }>(`SELECT token_hash FROM console_invitations WHERE email = 'new.person@example.test'`)
+    t.equal(made.rowCount, 1, 'one invitation')
     const link = await page.getByLabel('Invitation link for new.person@example.test').inputValue()
     t.match(link, /\/console\/invitations\/[A-Za-z0-9_-]{43}$/)
+    t.equal(createHash('sha256').update(link.slice(-43)).digest('hex'), made.rows[0]!.token_hash, 'and its link is the one shown')
     await screenshot(page, '11-invitation-created')
-    await page.goto(`${origin}/console/agencies/${world.agencyId}/invitations/new`)
+    await page.reload()
+    await page.getByText('its link has already been shown once: it cannot be shown again').waitFor()
     t.notOk((await page.content()).includes(link.slice(-43)), 'the link is shown once')
 
     const stranger = await launchBrowser(t, { width: 1280, height: 900 })

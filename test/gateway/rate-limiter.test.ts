@@ -9,7 +9,7 @@
 import t from 'tap'
 import { Redis } from 'ioredis'
 import { createRedis } from '@scoped/shared/redis'
-import { parseLimits, parseScopeDefaults, effectiveLimits } from '@scoped/gateway/rate-limit/config'
+import { parseLimits, parseScopeDefaults, effectiveLimits } from '@scoped/shared/route-limits'
 import type { BucketRef } from '@scoped/gateway/rate-limit/buckets'
 import { leaseSize, RateLimiter } from '@scoped/gateway/rate-limit/limiter'
 import { MemoryLeaseStore } from '@scoped/gateway/rate-limit/memory-store'

@@ -126,7 +126,8 @@ export function requireAuditReader(area: KeyArea): void {
 }
 
 export function requireRateLimitSetter(area: KeyArea): void {
-  if (!area.canSetRateLimit) throw new ApiError('forbidden', 'Only agency owners and admins can change a key’s rate limit')
+  if (!area.canSetRateLimit)
+    throw new ApiError('forbidden', 'Only agency owners and admins can change a rate limit: they share out what the agency may send among its sub-accounts')
 }
 
 export const WEBHOOK_MANAGERS_ONLY = 'Only agency owners and admins can manage the agency’s webhooks'

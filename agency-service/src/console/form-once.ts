@@ -5,7 +5,8 @@
  * it); the first submission does the change and records its answer; any
  * other submission of the same token, at the same moment or later, waits for
  * that answer and gets it: the same redirect, for a new key the same one-time
- * display with the same key (key-reveal.ts), or the same error page. Exactly
+ * display with the same key or invitation link (one-time-display.ts), or the
+ * same error page. Exactly
  * one change is made.
  *
  * A form that is refused (a field to correct, a confirmation to give) made
@@ -21,16 +22,16 @@ import { sessionOf } from './authenticate.js'
 import { cookieOptions, REVEAL_COOKIE } from './cookies.js'
 import { sendErrorPage, sendPage, shownError } from './error-page.js'
 import { formTokenOf } from './form-token.js'
-import { REVEAL_LIFETIME_MS, sealKey } from './key-reveal.js'
+import type { Reveal } from './one-time-display.js'
+import { REVEAL_LIFETIME_MS, sealSecret } from './one-time-display.js'
 import type { ConsolePaths } from './paths.js'
 import { hashToken, SESSION_LIFETIME_MS } from './sessions.js'
 
 /**
- * What a form's first submission did: a change (answered with a redirect), or nothing (a page to show).
- * `reveal`: a secret made by the change (a key, a webhook endpoint's signing secret) and the id of what
- * it belongs to, sealed for the one-time display the redirect leads to (key-reveal.ts).
+ * What a form's first submission did: a change (answered with a redirect, to the one-time display of
+ * `reveal` when it made a key or an invitation), or nothing (a page to show).
  */
-export type FormOutcome = { kind: 'redirect'; location: string; reveal?: { keyId: string; plaintext: string } } | { kind: 'page'; status: number; body: string }
+export type FormOutcome = { kind: 'redirect'; location: string; reveal?: Reveal } | { kind: 'page'; status: number; body: string }
 
 /** What a repeated submission is answered with. */
 type Recorded = { location: string; reveal?: true } | { error: { status: number; message: string } }
@@ -124,9 +125,8 @@ async function first(
     await record(pool, key, { location: outcome.location })
     return reply.redirect(outcome.location, 303)
   }
-  const { keyId, plaintext } = outcome.reveal
   const revealUntil = new Date(options.now().getTime() + REVEAL_LIFETIME_MS)
-  await record(pool, key, { location: outcome.location, reveal: true }, [keyId, sealKey(token, keyId, plaintext), revealUntil])
+  await record(pool, key, { location: outcome.location, reveal: true }, [outcome.reveal.id, sealSecret(token, outcome.reveal), revealUntil])
   return revealRedirect(reply, token, outcome.location, REVEAL_LIFETIME_MS)
 }
 
@@ -150,7 +150,7 @@ function replay(options: FormOnceOptions, request: FastifyRequest, reply: Fastif
   return revealRedirect(reply, token, outcome.location, seen.reveal_until.getTime() - options.now().getTime())
 }
 
-/** To the one-time display, with the form token in a cookie for that page only (what opens the sealed key). */
+/** To the one-time display, with the form token in a cookie for that page only (what opens the sealed secret). */
 function revealRedirect(reply: FastifyReply, token: string, location: string, lifetimeMs: number): FastifyReply {
   reply.setCookie(REVEAL_COOKIE, token, cookieOptions(location.split('?', 1)[0]!, Math.max(0, Math.floor(lifetimeMs / 1000))))
   return reply.redirect(location, 303)

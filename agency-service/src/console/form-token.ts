@@ -3,9 +3,9 @@
  * something carries (a hidden field, fresh each time the form is drawn). It
  * names one submission: a repeated post of the same token is answered with
  * the first one's result (form-once.ts). It is not a credential (the CSRF
- * token is); for a new key it is also what the key's sealed plaintext is
- * opened with (key-reveal.ts), so it is 32 random bytes and only its hash is
- * stored.
+ * token is); for a new key or invitation it is also what the sealed plaintext
+ * or link is opened with (one-time-display.ts), so it is 32 random bytes and
+ * only its hash is stored.
  */
 import type { FastifyRequest } from 'fastify'
 import { ApiError } from '@scoped/shared/errors'

@@ -1,34 +1,48 @@
 /**
  * Inviting members (issue 34): an agency's owners and admins invite a person
  * by email, as an admin or as a member (of one sub-account, or of none yet);
- * the page shows the invitation link once (its token is stored only as a
+ * a page shows the invitation link once (its token is stored only as a
  * hash) and says until when it works. The link opens a page without a
  * session where the person sets a password, which creates their account and
  * membership; then they sign in. Audited: invitation.created,
  * user.created, invitation.accepted.
  *
- *   GET  …/agencies/:id/invitations/new   the form;  POST: invite, and show the link once
- *   GET  …/invitations/:token             set a password;  POST: accept, then to sign-in
+ * The form is sent once (form-once.ts), like creating a key: a repeated
+ * submission (a double click) makes no second invitation and is sent to the
+ * same page with the same link, which is sealed under the form's token until
+ * its first view (one-time-display.ts); a reload or Back says it cannot be
+ * shown again.
+ *
+ *   GET  …/agencies/:id/invitations/new                 the form;  POST: invite, then to the link's page
+ *   GET  …/agencies/:id/invitations/:invitationId/created   the link, once (then 410)
+ *   GET  …/invitations/:token                           set a password;  POST: accept, then to sign-in
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Pool } from '@scoped/shared/db'
 import { ApiError, isApiError } from '@scoped/shared/errors'
+import { uuidOrNotFound } from '@scoped/shared/validation'
 import { userActor } from '../audit/actor.js'
 import type { InvitedRole } from '../users/invitations.js'
 import { InvitationStore } from '../users/invitations.js'
 import type { KeyArea } from './access.js'
 import { agencyKeyArea, consoleHome, requireManage } from './access.js'
 import { sessionOf } from './authenticate.js'
+import { cookieOptions, REVEAL_COOKIE } from './cookies.js'
 import { FORM_BODY_LIMIT, formField, isSameOrigin } from './csrf.js'
 import { sendPage } from './error-page.js'
+import type { FormOutcome } from './form-once.js'
+import { submitOnce } from './form-once.js'
+import { formTokenInput } from './form-token.js'
 import { html } from './html.js'
 import { crumbs, formatTime, settingsTabs, tenantName } from './key-views.js'
 import { csrfInput, page } from './layout.js'
+import { takeReveal } from './one-time-display.js'
 import type { ConsolePaths } from './paths.js'
 import { consoleRoutes } from './paths.js'
 import type { ConsoleSession } from './sessions.js'
 
 type TenantParams = { tenantId: string }
+type CreatedParams = TenantParams & { invitationId: string }
 type TokenParams = { token: string }
 
 interface InviteForm {
@@ -55,7 +69,7 @@ function invitePage(
 <p class="lede">Invite a person to ${tenantName(area)}. They get a link that works once, for 7 days, and set their own password with it.</p>
 ${settingsTabs(area, 'invite')}
 <form method="post" action="${paths.agencyInvite(area.agency.id)}" class="panel" novalidate>
-  ${csrfInput(session.csrfToken)}
+  ${csrfInput(session.csrfToken)}${formTokenInput()}
   <div class="field">
     <label for="invite-email">Email</label>
     <input type="email" id="invite-email" name="email" autocomplete="off" value="${form.email ?? ''}"${wrong ? html` aria-invalid="true" aria-describedby="invite-email-error"` : ''}>
@@ -78,20 +92,34 @@ ${settingsTabs(area, 'invite')}
   })
 }
 
-function invitedPage(paths: ConsolePaths, session: ConsoleSession, area: KeyArea, email: string, link: string, expiresAt: Date): string {
+/** The new invitation's link (`link` undefined: it was shown already, or too long ago, and cannot be again). */
+function invitedPage(paths: ConsolePaths, session: ConsoleSession, area: KeyArea, invitation: { email: string; expiresAt: Date }, link?: string): string {
+  const { email } = invitation
+  const again = html`<p class="actions"><a class="button" href="${paths.agencyInvite(area.agency.id)}">Invite someone else</a></p>`
+  const body =
+    link === undefined
+      ? html`<h1>Invitation created</h1>
+<div class="warning" role="alert"><p>The invitation for ${email} was created, and its link has already been shown once: it cannot be shown again.
+If you did not copy it, invite ${email} again: the new link is the one to send.</p></div>
+${again}`
+      : html`<h1>Invitation created</h1>
+<div class="warning" role="alert"><p><strong>Copy this link now and send it to ${email}. It will not be shown again.</strong></p></div>
+<div class="field">
+  <label for="invitation-link">Invitation link for ${email}</label>
+  <div class="key-box">
+    <input type="text" id="invitation-link" readonly value="${link}" spellcheck="false" autocomplete="off" aria-describedby="copy-status">
+    <button type="button" class="button-secondary" data-copy-target="invitation-link" data-copy-status="copy-status" hidden>Copy</button>
+  </div>
+  <p id="copy-status" class="hint" role="status" aria-live="polite"></p>
+</div>
+<p>It works once, until ${formatTime(invitation.expiresAt.toISOString(), '—')}.</p>
+${again}`
   return page({
     paths,
     title: 'Invitation created',
     session,
     crumbs: crumbs(paths, area, 'Invitation created', { label: 'Invite a member', href: paths.agencyInvite(area.agency.id) }),
-    body: html`<h1>Invitation created</h1>
-<div class="warning"><p>Copy this link now and send it to ${email}. It will not be shown again.</p></div>
-<div class="field key-box">
-  <label for="invitation-link">Invitation link for ${email}</label>
-  <input type="text" id="invitation-link" readonly value="${link}">
-</div>
-<p>It works once, until ${formatTime(expiresAt.toISOString(), '—')}.</p>
-<p class="actions"><a class="button" href="${paths.agencyInvite(area.agency.id)}">Invite someone else</a></p>`,
+    body,
   })
 }
 
@@ -150,19 +178,34 @@ export async function invitationRoutes(app: FastifyInstance, options: { pool: Po
     }
     const role: InvitedRole = form.role === 'admin' ? 'admin' : 'member'
     const subAccount = role === 'member' ? subAccounts.find((sub) => sub.id === form.subAccountId) : undefined
-    try {
-      const actor = userActor(sessionOf(request).userId, request.ip)
-      const invited = await invitations.create({ agencyId: area.agency.id, subAccountId: subAccount?.id ?? null, email: form.email, role }, actor, now())
+    return submitOnce({ pool, paths, now }, request, reply, async (): Promise<FormOutcome> => {
+      let invited: Awaited<ReturnType<InvitationStore['create']>>
+      try {
+        const actor = userActor(sessionOf(request).userId, request.ip)
+        invited = await invitations.create({ agencyId: area.agency.id, subAccountId: subAccount?.id ?? null, email: form.email, role }, actor, now())
+      } catch (error) {
+        if (!isApiError(error) || (error.statusCode !== 400 && error.statusCode !== 409)) throw error
+        return { kind: 'page', status: error.statusCode, body: invitePage(paths, sessionOf(request), area, subAccounts, { ...form, error: error.message }) }
+      }
       request.log.info({ agencyId: area.agency.id, role }, 'console: member invited')
-      return sendPage(
-        reply,
-        200,
-        invitedPage(paths, sessionOf(request), area, invited.email, linkFor(request, paths.invitation(invited.token)), invited.expiresAt),
-      )
-    } catch (error) {
-      if (!isApiError(error) || (error.statusCode !== 400 && error.statusCode !== 409)) throw error
-      return sendPage(reply, error.statusCode, invitePage(paths, sessionOf(request), area, subAccounts, { ...form, error: error.message }))
-    }
+      return {
+        kind: 'redirect',
+        location: paths.agencyInvitationCreated(area.agency.id, invited.id),
+        reveal: { kind: 'invitation', id: invited.id, secret: invited.token },
+      }
+    })
+  })
+
+  app.get<{ Params: CreatedParams }>(consoleRoutes.agencyInvitationCreated, async (request, reply) => {
+    const session = sessionOf(request)
+    const area = await inviterArea(request)
+    const id = uuidOrNotFound(request.params.invitationId, () => new ApiError('notFound'))
+    const invitation = await invitations.ofAgency(id, area.agency.id)
+    if (invitation === undefined) throw new ApiError('notFound')
+    const token = await takeReveal(pool, 'invitation', session.tokenHash, id, request.cookies[REVEAL_COOKIE], now())
+    reply.clearCookie(REVEAL_COOKIE, cookieOptions(paths.agencyInvitationCreated(area.agency.id, id)))
+    const link = token === undefined ? undefined : linkFor(request, paths.invitation(token))
+    return sendPage(reply, link === undefined ? 410 : 200, invitedPage(paths, session, area, invitation, link))
   })
 }
 

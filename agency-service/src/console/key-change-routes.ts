@@ -17,7 +17,7 @@ import { submitOnce } from './form-once.js'
 import { addressesPage, GRACE_PRESETS, rollPage } from './key-form-views.js'
 import { formProblems, rateLimitErrors, RATE_LIMIT_FIELDS, cidrAllowlist } from './key-forms.js'
 import type { KeyParams, KeyRouteContext } from './key-route-context.js'
-import { afterChange, consoleActor, keyIdOf, staleKey } from './key-route-context.js'
+import { afterChange, consoleActor, keyIdOf, routeLimitsOf, staleKey } from './key-route-context.js'
 import type { KeyAction } from './key-views.js'
 import { confirmPage, rateLimitPage } from './key-views.js'
 
@@ -109,7 +109,7 @@ export function rateLimitRoutes(context: KeyRouteContext): void {
     const area = await areaOf(request)
     requireRateLimitSetter(area)
     const key = await manageableKey(area, request.params)
-    return sendPage(reply, 200, rateLimitPage(paths, sessionOf(request), area, key))
+    return sendPage(reply, 200, rateLimitPage(paths, sessionOf(request), area, key, routeLimitsOf(context, area)))
   })
 
   app.post<{ Params: KeyParams }>(`${path}/:keyId/rate-limit`, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
@@ -122,7 +122,7 @@ export function rateLimitRoutes(context: KeyRouteContext): void {
       const refused = (errors: ReturnType<typeof rateLimitErrors> & object) => ({
         kind: 'page' as const,
         status: 400,
-        body: rateLimitPage(paths, sessionOf(request), area, key, { ...form, errors }),
+        body: rateLimitPage(paths, sessionOf(request), area, key, routeLimitsOf(context, area), { ...form, errors }),
       })
       if (action !== 'set' && action !== 'clear') return refused([{ field: 'key-rate', message: 'Choose to save the limit or to use the route default' }])
       const rateLimit = action === 'clear' ? null : { rate: parseDecimal(form.rate), burst: parseDecimal(form.burst) }

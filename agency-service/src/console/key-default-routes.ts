@@ -23,11 +23,13 @@ import type { FormOutcome } from './form-once.js'
 import { submitOnce } from './form-once.js'
 import { formTokenInput } from './form-token.js'
 import { RATE_LIMIT_FIELDS, rateLimitErrors } from './key-forms.js'
+import type { RouteRateLimits } from '../keys/permission-catalog.js'
 import type { KeyRouteContext, TenantParams } from './key-route-context.js'
-import { afterChange, consoleActor } from './key-route-context.js'
-import { crumbs, rateLimitText } from './key-views.js'
+import { afterChange, consoleActor, routeLimitsOf } from './key-route-context.js'
+import { crumbs } from './key-views.js'
 import { csrfInput, page } from './layout.js'
 import type { ConsolePaths } from './paths.js'
+import { rateLimitText, routeDefaultLine, sharedLimitsLine } from './rate-limit-words.js'
 import type { ConsoleSession } from './sessions.js'
 
 const DEFAULT_INPUTS = { rate: 'default-rate', burst: 'default-burst' } as const
@@ -49,7 +51,14 @@ export async function defaultKeyRateLimit(context: Pick<KeyRouteContext, 'pool'>
   return row === undefined || row.rate === null || row.burst === null ? null : { rate: row.rate, burst: row.burst }
 }
 
-function defaultRateLimitPage(paths: ConsolePaths, session: ConsoleSession, area: KeyArea, current: RateLimit | null, state: DefaultFormState = {}): string {
+function defaultRateLimitPage(
+  paths: ConsolePaths,
+  session: ConsoleSession,
+  area: KeyArea,
+  current: RateLimit | null,
+  routes: readonly RouteRateLimits[],
+  state: DefaultFormState = {},
+): string {
   const rate = state.rate ?? (current === null ? '' : String(current.rate))
   const burst = state.burst ?? (current === null ? '' : String(current.burst))
   const errors = state.errors ?? []
@@ -61,6 +70,8 @@ function defaultRateLimitPage(paths: ConsolePaths, session: ConsoleSession, area
     body: html`${errorSummary(errors)}<h1>Default rate limit for new keys</h1>
 <div class="panel">
   <p>Now: <strong>${current === null ? 'the route default' : rateLimitText(current)}</strong>.</p>
+  ${routeDefaultLine(routes)}
+  ${sharedLimitsLine(area, routes)}
   <p>Every key created for this sub-account from now on gets this limit, whoever creates it; members cannot change a key’s limit, so they cannot escape it with a fresh key. Keys that exist keep their own (change each with its <strong>Rate limit</strong> page); a rolled key’s replacement keeps the old key’s.</p>
   <form method="post" action="${area.keysPath}/default-rate-limit" novalidate>
     ${csrfInput(session.csrfToken)}${formTokenInput()}
@@ -94,7 +105,7 @@ export function defaultRateLimitRoutes(context: KeyRouteContext): void {
 
   app.get<{ Params: TenantParams }>(`${path}/default-rate-limit`, async (request, reply) => {
     const area = await settableArea(request)
-    return sendPage(reply, 200, defaultRateLimitPage(paths, sessionOf(request), area, await defaultKeyRateLimit(context, area)))
+    return sendPage(reply, 200, defaultRateLimitPage(paths, sessionOf(request), area, await defaultKeyRateLimit(context, area), routeLimitsOf(context, area)))
   })
 
   app.post<{ Params: TenantParams }>(`${path}/default-rate-limit`, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
@@ -105,7 +116,10 @@ export function defaultRateLimitRoutes(context: KeyRouteContext): void {
       const refuse = async (errors: readonly FieldError[]): Promise<FormOutcome> => ({
         kind: 'page',
         status: 400,
-        body: defaultRateLimitPage(paths, sessionOf(request), area, await defaultKeyRateLimit(context, area), { ...form, errors }),
+        body: defaultRateLimitPage(paths, sessionOf(request), area, await defaultKeyRateLimit(context, area), routeLimitsOf(context, area), {
+          ...form,
+          errors,
+        }),
       })
       if (action !== 'set' && action !== 'clear') return refuse([{ field: 'default-rate', message: 'Choose to save the default or to use the route default' }])
       const limit = action === 'clear' ? null : { rate: parseDecimal(form.rate), burst: parseDecimal(form.burst) }

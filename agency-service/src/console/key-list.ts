@@ -9,6 +9,7 @@ import type { KeySummary } from '../keys/key-service.js'
 import type { KeyArea } from './access.js'
 import type { SafeHtml } from './html.js'
 import { html } from './html.js'
+import { RATE_LIMIT_SETTERS } from './rate-limit-words.js'
 import { relativeTime, spanText } from './relative-time.js'
 
 /** What a key is, for a person reading the list. */
@@ -119,9 +120,7 @@ function actionsMenu(area: KeyArea, key: KeySummary): SafeHtml {
   const base = `${area.keysPath}/${key.id}`
   const item = (action: string, text: string): SafeHtml => html`<li><a href="${base}/${action}" aria-label="${text} ${label}">${text}</a></li>`
   const live = state === 'active' || state === 'rolling'
-  const rateLimit = area.canSetRateLimit
-    ? item('rate-limit', 'Rate limit')
-    : html`<li><span class="hint">Rate limit: only the agency’s owners and admins change it</span></li>`
+  const rateLimit = area.canSetRateLimit ? item('rate-limit', 'Rate limit') : html`<li><span class="hint">Rate limit: ${RATE_LIMIT_SETTERS}</span></li>`
   return html`<details class="row-menu"><summary aria-label="Actions for ${label}">Actions</summary><ul>${state === 'active' && item('roll', 'Roll')}${
     live && item('addresses', 'Addresses')
   }${live && item('permissions', 'Permissions')}${live && rateLimit}${live && item('revoke', 'Revoke')}${item('delete', 'Delete')}</ul></details>`

@@ -10,6 +10,7 @@ import { uuidOrNotFound } from '@scoped/shared/validation'
 import type { Actor } from '../audit/actor.js'
 import { userActor } from '../audit/actor.js'
 import type { CreatedKey, KeyService, KeySummary } from '../keys/key-service.js'
+import type { RouteRateLimits } from '../keys/permission-catalog.js'
 import type { KeyArea } from './access.js'
 import { requireManage } from './access.js'
 import { sessionOf } from './authenticate.js'
@@ -59,7 +60,11 @@ export function keyRouteContext(app: FastifyInstance, options: KeyRoutesOptions,
     },
     reveal(area, created, unconfirmed = false) {
       const revealPath = `${area.keysPath}/${created.id}/created`
-      return { kind: 'redirect', location: unconfirmed ? `${revealPath}?unconfirmed=1` : revealPath, reveal: { keyId: created.id, plaintext: created.key } }
+      return {
+        kind: 'redirect',
+        location: unconfirmed ? `${revealPath}?unconfirmed=1` : revealPath,
+        reveal: { kind: 'key', id: created.id, secret: created.key },
+      }
     },
   }
 }
@@ -75,6 +80,11 @@ export function staleKey(area: KeyArea): StalePageError {
     href: area.keysPath,
     label: `Back to the API keys of ${area.subAccount?.name ?? area.agency.name}`,
   })
+}
+
+/** The rate limits of the routes a key of the area reaches, from the routes file (what "the route default" is). */
+export function routeLimitsOf(context: Pick<KeyRouteContext, 'keys'>, area: KeyArea): readonly RouteRateLimits[] {
+  return context.keys.permissions.routeLimits[area.owner.scope]
 }
 
 export function keyIdOf(params: KeyParams): string {

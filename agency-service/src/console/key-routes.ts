@@ -38,9 +38,9 @@ import { submitOnce } from './form-once.js'
 import type { CreateFormState, ReplacedKey } from './key-form-views.js'
 import { createdKeyPage, KEY_LIMIT_HINT } from './key-form-views.js'
 import { CREATE_FIELDS, createInputFromForm, createInputOf } from './key-forms.js'
-import { takeReveal } from './key-reveal.js'
+import { takeReveal } from './one-time-display.js'
 import type { AreaResolver, KeyParams, KeyRouteContext, KeyRoutesOptions, TenantParams } from './key-route-context.js'
-import { consoleActor, keyIdOf, keyRouteContext, noticeOf, staleKey, takeKeyNotice } from './key-route-context.js'
+import { consoleActor, keyIdOf, keyRouteContext, noticeOf, routeLimitsOf, staleKey, takeKeyNotice } from './key-route-context.js'
 import type { AreaLink } from './key-views.js'
 import { keysPage } from './key-views.js'
 import { gridStateFromForm, UNRESTRICTED_GRID, withGridPermissions } from './permission-grid.js'
@@ -90,6 +90,7 @@ function listRoutes(context: KeyRouteContext): void {
       notice,
       areas,
       permissionResources: resourcesOf(context, area),
+      routeLimits: routeLimitsOf(context, area),
     }
     return sendPage(reply, 200, keysPage(defaultRateLimit === undefined ? view : { ...view, defaultRateLimit }))
   })
@@ -152,6 +153,7 @@ async function refuseCreation(context: KeyRouteContext, request: FastifyRequest,
     now: new Date(context.keys.now()),
     form: { ...form, errors },
     permissionResources: resourcesOf(context, area),
+    routeLimits: routeLimitsOf(context, area),
   })
   return { kind: 'page', status, body }
 }
@@ -165,7 +167,7 @@ function createdKeyRoute(context: KeyRouteContext): void {
     const keyId = keyIdOf(request.params)
     const key = await keys.find(keyId, area.owner)
     if (key === undefined) throw staleKey(area)
-    const plaintext = await takeReveal(pool, session.tokenHash, keyId, request.cookies[REVEAL_COOKIE], now())
+    const plaintext = await takeReveal(pool, 'key', session.tokenHash, keyId, request.cookies[REVEAL_COOKIE], now())
     reply.clearCookie(REVEAL_COOKIE, cookieOptions(`${area.keysPath}/${keyId}/created`))
     let replaced: ReplacedKey | undefined
     if (key.replaces !== null) {

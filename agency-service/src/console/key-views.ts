@@ -7,6 +7,7 @@
 import type { RateLimit } from '@scoped/shared/rate-limit'
 import { MAX_BURST, MAX_RATE } from '@scoped/shared/rate-limit'
 import type { KeySummary } from '../keys/key-service.js'
+import type { RouteRateLimits } from '../keys/permission-catalog.js'
 import type { KeyArea } from './access.js'
 import type { FieldError } from './form-errors.js'
 import { errorSummary, fieldAttributes, fieldMessages, formTitle } from './form-errors.js'
@@ -19,6 +20,7 @@ import type { Crumb } from './layout.js'
 import { csrfInput, page } from './layout.js'
 import { keyList } from './key-list.js'
 import type { ConsolePaths } from './paths.js'
+import { RATE_LIMIT_SETTERS, rateLimitText, routeDefaultLine, sharedLimitsLine } from './rate-limit-words.js'
 import type { ConsoleSession } from './sessions.js'
 
 export type KeyAction = 'revoke' | 'delete'
@@ -73,13 +75,6 @@ export function formatTime(iso: string | null, never: string): SafeHtml {
   return html`<time datetime="${iso}">${shown}</time>`
 }
 
-/** A rate limit in plain words with its numbers: "100 requests per minute, bursts of 20". */
-export function rateLimitText(limit: RateLimit): string {
-  const perMinute = Math.round(limit.rate * 60 * 100) / 100
-  const pace = limit.rate < 10 ? `${perMinute} requests per minute` : `${limit.rate} requests per second`
-  return `${pace}, bursts of ${limit.burst}`
-}
-
 /** A key's limit in a list: its own, or the route's. */
 export function keyRateLimitWords(limit: RateLimit | null): string {
   return limit === null ? 'Route default' : rateLimitText(limit)
@@ -123,6 +118,8 @@ export interface KeysPageOptions {
   areas?: readonly AreaLink[]
   /** A sub-account's default rate limit for new keys (null: the route's); shown in a sub-account's settings. */
   defaultRateLimit?: RateLimit | null
+  /** The rate limits of the routes of the area's scope (the routes file's), which "Route default" in the list stands for. */
+  routeLimits?: readonly RouteRateLimits[]
   form?: CreateFormState
   /** The resources the area's keys can be given permissions on (the create form's grid). */
   permissionResources?: readonly string[]
@@ -158,6 +155,7 @@ ${settingsTabs(area, 'keys')}
 ${options.notice !== undefined && html`<div class="notice" role="status"><p>${noticeText(options.notice.notice, options.notice.subject)}</p></div>`}
 <h2 id="keys-heading" class="visually-hidden">Keys</h2>
 ${list}
+${options.routeLimits !== undefined && routeDefaultLine(options.routeLimits)}
 ${defaultRateLimitLine(area, options.defaultRateLimit)}
 ${createForm(area, session, activeCount, options.form ?? {}, options.permissionResources)}`,
   })
@@ -167,7 +165,7 @@ ${createForm(area, session, activeCount, options.form ?? {}, options.permissionR
 function defaultRateLimitLine(area: KeyArea, limit: RateLimit | null | undefined): SafeHtml | false {
   if (area.subAccount === null || limit === undefined) return false
   return html`<p id="default-rate-limit">Rate limit of new keys: <strong>${limit === null ? 'the route default' : rateLimitText(limit)}</strong>${
-    area.canSetRateLimit && html` · <a href="${area.keysPath}/default-rate-limit">Change</a>`
+    area.canSetRateLimit ? html` · <a href="${area.keysPath}/default-rate-limit">Change</a>` : html` <span class="hint">(${RATE_LIMIT_SETTERS})</span>`
   }</p>`
 }
 
@@ -215,7 +213,14 @@ export interface RateLimitFormState {
   errors?: readonly FieldError[]
 }
 
-export function rateLimitPage(paths: ConsolePaths, session: ConsoleSession, area: KeyArea, key: KeySummary, state: RateLimitFormState = {}): string {
+export function rateLimitPage(
+  paths: ConsolePaths,
+  session: ConsoleSession,
+  area: KeyArea,
+  key: KeySummary,
+  routes: readonly RouteRateLimits[],
+  state: RateLimitFormState = {},
+): string {
   const rate = state.rate ?? (key.rateLimit === null ? '' : String(key.rateLimit.rate))
   const burst = state.burst ?? (key.rateLimit === null ? '' : String(key.rateLimit.burst))
   const errors = state.errors ?? []
@@ -234,6 +239,8 @@ export function rateLimitPage(paths: ConsolePaths, session: ConsoleSession, area
 <div class="panel">
   ${keyLine(key)}
   <p>Now: <strong>${key.rateLimit === null ? 'the route default' : rateLimitText(key.rateLimit)}</strong>.</p>
+  ${routeDefaultLine(routes)}
+  ${sharedLimitsLine(area, routes)}
   <p>Without a limit of its own, the key gets each route’s default: the limit per key that the gateway’s operator set for that route. A limit of the key’s own replaces those on every route the key reaches, each route counted on its own; the limit on all of the tenant’s keys together stays the operator’s. A request over the limit is refused (429, “Too many requests”), on every gateway, from the next request on.</p>
   <p class="hint">For example, 2 requests per second with bursts of 20 lets the key send 20 requests at once after a quiet spell, then about 2 each second (120 requests per minute).</p>
   <form method="post" action="${area.keysPath}/${key.id}/rate-limit" novalidate>

@@ -21,6 +21,7 @@ export const consoleRoutes = {
   agencyMembers: '/agencies/:tenantId/members',
   agencyWebhooks: '/agencies/:tenantId/webhooks',
   agencyInvite: '/agencies/:tenantId/invitations/new',
+  agencyInvitationCreated: '/agencies/:tenantId/invitations/:invitationId/created',
   invitation: '/invitations/:token',
   accountPassword: '/account/password',
 } as const
@@ -50,6 +51,8 @@ export interface ConsolePaths {
   agencyWebhooks(agencyId: string): string
   /** An agency's page for inviting a member (its owners' and admins'). */
   agencyInvite(agencyId: string): string
+  /** The page that shows a new invitation's link, once. */
+  agencyInvitationCreated(agencyId: string, invitationId: string): string
   /** The page an invitation link opens (no session needed). */
   invitation(token: string): string
   /** The signed-in user's own password. */
@@ -74,6 +77,8 @@ export function consolePaths(prefix: string): ConsolePaths {
     agencyMembers: (agencyId) => under(consoleRoutes.agencyMembers.replace(':tenantId', () => agencyId)),
     agencyWebhooks: (agencyId) => under(consoleRoutes.agencyWebhooks.replace(':tenantId', () => agencyId)),
     agencyInvite: (agencyId) => under(consoleRoutes.agencyInvite.replace(':tenantId', () => agencyId)),
+    agencyInvitationCreated: (agencyId, invitationId) =>
+      under(consoleRoutes.agencyInvitationCreated.replace(':tenantId', () => agencyId).replace(':invitationId', () => invitationId)),
     invitation: (token) => under(consoleRoutes.invitation.replace(':token', () => encodeURIComponent(token))),
     accountPassword: under(consoleRoutes.accountPassword),
   }

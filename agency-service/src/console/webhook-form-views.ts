@@ -2,7 +2,7 @@
  * The Webhooks forms and the page they lead to: the endpoint's fields (URL
  * and events, shared by registration and editing), the edit page (with
  * enabled), the roll and delete confirmations, and the page that shows a
- * signing secret once (after a registration or a roll; key-reveal.ts keeps
+ * signing secret once (after a registration or a roll; one-time-display.ts keeps
  * it sealed until then). Each form carries a one-time form token
  * (form-token.ts) and shows its problems with form-errors.ts.
  */

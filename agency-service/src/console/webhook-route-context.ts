@@ -100,5 +100,5 @@ export async function takeWebhookNotice(
 /** The outcome of a form that made a secret: the redirect to its one-time display (form-once.ts seals the secret for it). */
 export function revealSecret(page: WebhookPageContext, endpoint: WebhookEndpointWithSecret, rolled: boolean): FormOutcome {
   const location = `${page.webhooksPath}/${endpoint.id}/secret${rolled ? '?rolled=1' : ''}`
-  return { kind: 'redirect', location, reveal: { keyId: endpoint.id, plaintext: endpoint.secret } }
+  return { kind: 'redirect', location, reveal: { kind: 'webhook-secret', id: endpoint.id, secret: endpoint.secret } }
 }

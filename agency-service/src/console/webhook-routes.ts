@@ -25,7 +25,7 @@ import { FORM_BODY_LIMIT } from './csrf.js'
 import { sendPage } from './error-page.js'
 import type { FormOutcome } from './form-once.js'
 import { submitOnce } from './form-once.js'
-import { takeReveal } from './key-reveal.js'
+import { takeReveal } from './one-time-display.js'
 import { webhookChangeRoutes } from './webhook-change-routes.js'
 import { webhookDeliveryRoutes } from './webhook-delivery-routes.js'
 import type { EndpointFormState } from './webhook-forms.js'
@@ -90,7 +90,7 @@ function secretRoute(context: WebhookRouteContext): void {
   context.app.get<{ Params: EndpointParams }>(`${WEBHOOKS_ROUTE}/:id/secret`, async (request, reply) => {
     const page = await managed(context, request)
     const endpoint = await endpointOf(context, page, request.params)
-    const secret = await takeReveal(context.pool, sessionOf(request).tokenHash, endpoint.id, request.cookies[REVEAL_COOKIE], context.now())
+    const secret = await takeReveal(context.pool, 'webhook-secret', sessionOf(request).tokenHash, endpoint.id, request.cookies[REVEAL_COOKIE], context.now())
     reply.clearCookie(REVEAL_COOKIE, cookieOptions(`${page.webhooksPath}/${endpoint.id}/secret`))
     const rolled = (request.query as Record<string, unknown> | undefined)?.['rolled'] === '1'
     return sendPage(reply, secret === undefined ? 410 : 200, secretPage(page, endpoint, secret, rolled))

@@ -1,8 +1,10 @@
 /**
  * The permission names a key may be given (issue 30): those the routes file
- * declares, per scope. agency-service and `ctl` read the same file as the
- * gateway (ROUTES_FILE, deploy/routes.yaml by default) and only its routes'
- * scope and `permission`: the gateway checks the rest of it. A malformed name
+ * declares, per scope; and each scoped route's rate limits, which the
+ * console shows where a key has no limit of its own (issue 34). agency-service
+ * and `ctl` read the same file as the gateway (ROUTES_FILE,
+ * deploy/routes.yaml by default) and only its routes' scope, `permission` and
+ * rate limits: the gateway checks the rest of it. A malformed name or limit
  * stops the process at start, as it stops the gateway.
  */
 import { readFileSync } from 'node:fs'
@@ -12,14 +14,23 @@ import type { Env } from '@scoped/shared/config'
 import { ConfigError, readFilePath } from '@scoped/shared/config'
 import { invalidField, unknownPermission } from '@scoped/shared/errors'
 import { canonicalPermissions, isResourceName, MAX_KEY_PERMISSIONS, parsePermission } from '@scoped/shared/permissions'
+import type { RouteLimits } from '@scoped/shared/route-limits'
+import { effectiveLimits, parseLimits, parseScopeDefaults } from '@scoped/shared/route-limits'
 import type { Scope } from '@scoped/shared/scope'
 import { isScope } from '@scoped/shared/scope'
 
 export const defaultRoutesFile = fileURLToPath(new URL('../../../deploy/routes.yaml', import.meta.url))
 
-/** The resources the routes of each scope name, sorted. */
+/** A scoped route's limits as the gateway applies them: the scope's defaults with the route's own in their place. */
+export interface RouteRateLimits {
+  readonly prefix: string
+  readonly limits: RouteLimits
+}
+
+/** The resources the routes of each scope name, sorted; and the rate limits of each scope's routes, in the file's order. */
 export interface PermissionCatalog {
   readonly resources: Readonly<Record<Scope, readonly string[]>>
+  readonly routeLimits: Readonly<Record<Scope, readonly RouteRateLimits[]>>
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -29,6 +40,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
 /** The catalog of a routes file's text; throws an Error whose message starts with `source` and names the problem. */
 export function parsePermissionCatalog(text: string, source: string): PermissionCatalog {
   const byScope: Record<Scope, Set<string>> = { AGENCY: new Set(), 'SUB-ACCOUNT': new Set() }
+  const limitsByScope: Record<Scope, RouteRateLimits[]> = { AGENCY: [], 'SUB-ACCOUNT': [] }
   let document: unknown
   try {
     document = parse(text)
@@ -37,7 +49,13 @@ export function parsePermissionCatalog(text: string, source: string): Permission
   }
   const routes = isObject(document) ? document['routes'] : undefined
   if (!Array.isArray(routes)) throw new Error(`${source}: must be a mapping with a routes list`)
+  const defaults = readLimits(source, () => parseScopeDefaults(isObject(document) ? document['rateLimits'] : undefined))
   for (const route of routes) {
+    if (isObject(route) && isScope(route['scope'])) {
+      const { prefix, scope } = route
+      const own = readLimits(source, () => parseLimits(route['rateLimit'], `route ${String(prefix)}: rateLimit`))
+      limitsByScope[scope].push(Object.freeze({ prefix: String(prefix), limits: effectiveLimits(own, defaults[scope]) }))
+    }
     if (!isObject(route) || route['permission'] === undefined) continue
     const { prefix, scope, permission } = route
     if (!isResourceName(permission))
@@ -48,7 +66,17 @@ export function parsePermissionCatalog(text: string, source: string): Permission
   }
   return Object.freeze({
     resources: Object.freeze({ AGENCY: Object.freeze([...byScope.AGENCY].sort()), 'SUB-ACCOUNT': Object.freeze([...byScope['SUB-ACCOUNT']].sort()) }),
+    routeLimits: Object.freeze({ AGENCY: Object.freeze(limitsByScope.AGENCY), 'SUB-ACCOUNT': Object.freeze(limitsByScope['SUB-ACCOUNT']) }),
   })
+}
+
+/** The limits `parse` reads, checked as the gateway checks them; its error prefixed with the file. */
+function readLimits<T>(source: string, parse: () => T): T {
+  try {
+    return parse()
+  } catch (error) {
+    throw new Error(`${source}: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+  }
 }
 
 export function loadPermissionCatalog(file: string): PermissionCatalog {

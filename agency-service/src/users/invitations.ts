@@ -39,21 +39,21 @@ function tokenHash(token: string): string {
 export class InvitationStore {
   constructor(private readonly pool: Pool) {}
 
-  /** A new invitation; answers the token, which exists nowhere else. */
+  /** A new invitation; answers its id and the token, which exists nowhere else. */
   async create(
     input: { agencyId: string; subAccountId: string | null; email: unknown; role: InvitedRole },
     inviter: Actor,
     now: Date,
-  ): Promise<{ token: string; expiresAt: Date; email: string }> {
+  ): Promise<{ id: string; token: string; expiresAt: Date; email: string }> {
     const email = requireEmail(input.email)
     const token = randomBytes(32).toString('base64url')
     const expiresAt = new Date(now.getTime() + INVITATION_LIFETIME_MS)
-    await inTransaction(this.pool, async (client) => {
+    const id = await inTransaction(this.pool, async (client) => {
       const known = await client.query(`SELECT 1 FROM users WHERE email = $1`, [email])
       if (known.rowCount !== 0) throw new ApiError('conflict', 'A user with this email already exists: an operator adds them to the agency')
-      await client.query(
+      const inserted = await client.query<{ id: string }>(
         `INSERT INTO console_invitations (token_hash, agency_id, sub_account_id, email, role, invited_by, created_at, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
         [tokenHash(token), input.agencyId, input.subAccountId, email, input.role, inviter.kind === 'user' ? inviter.id : null, now, expiresAt],
       )
       // The invitee has no user yet: their email and role are kept, without a user id.
@@ -64,8 +64,19 @@ export class InvitationStore {
         subAccountId: input.subAccountId,
         invitee: { email, role: input.role },
       })
+      return inserted.rows[0]!.id
     })
-    return { token, expiresAt, email }
+    return { id, token, expiresAt, email }
+  }
+
+  /** An invitation of the agency by its id (for the page that shows its link once). */
+  async ofAgency(id: string, agencyId: string): Promise<{ email: string; expiresAt: Date } | undefined> {
+    const { rows } = await this.pool.query<{ email: string; expires_at: Date }>(
+      `SELECT email, expires_at FROM console_invitations WHERE id = $1 AND agency_id = $2`,
+      [id, agencyId],
+    )
+    const row = rows[0]
+    return row === undefined ? undefined : { email: row.email, expiresAt: row.expires_at }
   }
 
   /** The invitation a link names, while it can still be accepted. */

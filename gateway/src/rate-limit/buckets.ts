@@ -18,8 +18,8 @@
 import type { RateLimit } from '@scoped/shared/rate-limit'
 import type { Tenant } from '@scoped/shared/tenant-signature'
 import type { ScopedRoute } from '../route-map.js'
-import type { Limit, LimitKind } from './config.js'
-import { hasLimits, limitKinds } from './config.js'
+import type { Limit, LimitKind } from '@scoped/shared/route-limits'
+import { hasLimits, limitKinds } from '@scoped/shared/route-limits'
 
 export interface BucketRef {
   /**

@@ -8,7 +8,7 @@
  * The route limits (every response of a limited route) and the
  * failed-authentication throttle (its 429) both write through here.
  */
-import type { Limit, LimitKind } from './config.js'
+import type { Limit, LimitKind } from '@scoped/shared/route-limits'
 import type { BucketRef } from './buckets.js'
 
 /** The names of the gateway's policies: plain tokens, so no sf-string escaping is ever needed. */

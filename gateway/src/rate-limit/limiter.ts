@@ -20,7 +20,7 @@
  */
 import { withDeadline } from '@scoped/shared/deadline'
 import type { BucketRef } from './buckets.js'
-import type { Limit, LimitKind } from './config.js'
+import type { Limit, LimitKind } from '@scoped/shared/route-limits'
 import type { LeaseStore } from './lease-store.js'
 
 export type LimitDecision = { allowed: true } | { allowed: false; kind: LimitKind; retryAfterSeconds: number }

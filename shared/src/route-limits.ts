@@ -11,13 +11,14 @@
  * gives defaults per scope, which a route's own settings replace kind by
  * kind. Buckets are per route prefix. Checked once at start: a bad value
  * stops the gateway with a line that names it. A key may carry a `key` limit
- * of its own, with the same bounds (shared/src/rate-limit.ts), which replaces
- * the route's for that key (buckets.ts).
+ * of its own, with the same bounds (rate-limit.ts), which replaces the
+ * route's for that key (gateway/src/rate-limit/buckets.ts). Shared, as
+ * agency-service reads the same file to show the console these numbers.
  */
-import type { RateLimit } from '@scoped/shared/rate-limit'
-import { BURST_RULE, isBurst, isRate, RATE_RULE } from '@scoped/shared/rate-limit'
-import type { Scope } from '@scoped/shared/scope'
-import { isScope, scopes } from '@scoped/shared/scope'
+import type { RateLimit } from './rate-limit.js'
+import { BURST_RULE, isBurst, isRate, RATE_RULE } from './rate-limit.js'
+import type { Scope } from './scope.js'
+import { isScope, scopes } from './scope.js'
 
 export const limitKinds = ['key', 'tenant', 'agency'] as const
 export type LimitKind = (typeof limitKinds)[number]
