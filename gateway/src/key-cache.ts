@@ -8,7 +8,9 @@
  *   kept ENDED_TTL_MS, longer than any Redis "active" entry written before the
  *   key ended can live, so such an entry (left behind by a revoke that could
  *   not write to Redis) is never believed. A separate map: a flood of unknown
- *   keys cannot push them out.
+ *   keys cannot push them out. A revoked entry keeps its key's owner when
+ *   known (for its usage: the key still exists for its tenant); a deleted
+ *   one never has one.
  * - active: served only while the cache is current, i.e. the invalidation
  *   log follower's last successful poll was sent less than STALE_AFTER_MS
  *   ago. Losing currency drops every active entry; while not current none is

@@ -9,6 +9,10 @@
  * answers. A Redis entry that fails its MAC is counted and ignored. A failure
  * of Redis falls back to Postgres; a failure of Postgres is the outcome
  * `unavailable` (503), never "the key is invalid" and never a pass.
+ *
+ * A revoked key is refused from whatever says so, and its owner (for its
+ * usage) read from Postgres only when nothing held names it: a revoker's
+ * Redis marker, or a message that ended it before the log did (ownerOf).
  */
 import { withDeadline } from '@scoped/shared/deadline'
 import { clientGroup } from '@scoped/shared/ip-address'
