@@ -89,7 +89,10 @@ export interface KeyInvalidation {
   state: InvalidatedState
   /** For `changed`: the state version the change made; every state older than it is refused from then on. */
   version?: number
-  /** For `revoked`, read from the log (Postgres) only: the key's owner, so its later requests are counted in its usage without a lookup. */
+  /**
+   * For `revoked`: the key's owner, so its later requests are counted in its usage without a lookup. Set by the
+   * revoker (its sealed marker carries it) and by the log (Postgres); messages never carry it.
+   */
   tenant?: Tenant
 }
 

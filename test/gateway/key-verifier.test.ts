@@ -328,7 +328,7 @@ t.test('a lookup that raced a revoke never puts the key back', async (t) => {
   t.same(cache.get(key.hash, performance.now()), revokedState(key.id), 'the key is refused from memory')
   t.same(cache.size().active, 0, 'and the raced "active" never entered the cache, even beside the ended entry')
   await settled(commands)
-  t.same(await redisEntry(key.hash), { status: 'revoked' }, 'nor replaced the revoker’s marker in Redis')
+  t.same(await redisEntry(key.hash), revokedState(key.id), 'nor replaced the revoker’s marker in Redis (which names the owner)')
   t.same(await check(verifier, key.hash), revokedState(key.id), 'and every later request is refused')
 })
 
@@ -412,7 +412,7 @@ t.test('a genuine Redis "active" entry is believed only while this replica is cu
 })
 
 t.test("a revoked key's owner: from Postgres when what is held does not say, never anything but ended", async (t) => {
-  // The revoker's marker names no owner: the miss that reads it asks Postgres, whose answer names it.
+  // A marker that names no owner (written before revokers named it): the miss that reads it asks Postgres, whose answer names it.
   const marked = await newKey()
   await keys.revoke(marked.id, 'test')
   await redis.client.set(names.cacheEntry(marked.hash), codec.encodeEntry(marked.hash, { status: 'revoked' }, Date.now() + 60_000), 'EX', 60)
@@ -421,6 +421,14 @@ t.test("a revoked key's owner: from Postgres when what is held does not say, nev
   t.same(one.events, ['redis', 'postgres'])
   t.same(await check(one.verifier, marked.hash), revokedState(marked.id), 'held with it from then on')
   t.same(one.events, ['redis', 'postgres'], 'from memory')
+
+  // A revoker's marker names the owner: a miss that reads it needs nothing more.
+  const revokedHere = await newKey()
+  await new KeyService(db.pool, testInvalidator(t, db.pool, { redis, secret })).revoke(revokedHere.id, 'test')
+  t.same(await redisEntry(revokedHere.hash), revokedState(revokedHere.id), 'the revoker’s sealed marker names the owner')
+  const reader = await replica(t, { currency: 'never' })
+  t.same(await check(reader.verifier, revokedHere.hash), revokedState(revokedHere.id))
+  t.same(reader.events, ['redis'], 'without asking Postgres')
 
   // Held without an owner (a message ended it before the log named it): ownerOf asks Postgres once for all who ask together.
   const told = await newKey()
