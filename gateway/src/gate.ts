@@ -30,7 +30,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import fp from 'fastify-plugin'
 import { API_METHODS } from '@scoped/shared/http-methods'
-import type { ActiveKeyState } from '@scoped/shared/key-state'
+import type { ActiveKeyState, RevokedKeyState } from '@scoped/shared/key-state'
 import { hashKey, hasValidChecksum } from '@scoped/shared/keys'
 import { permits } from '@scoped/shared/permissions'
 import type { Logger } from '@scoped/shared/logger'
@@ -166,7 +166,12 @@ class Gate {
     const hash = hashKey(key.key)
     const generation = this.options.verifier.generation
     const cached = this.options.verifier.cached(hash, performance.now())
-    if (cached !== undefined) return this.afterKey(request, reply, done, this.decide(request.method, client, target, route, hash, generation, cached))
+    if (cached !== undefined) {
+      // Revoked, but held without its owner (Redis told of it before the log did): refused all the same, once its owner is known.
+      if (cached.status === 'revoked' && cached.tenant === undefined)
+        return this.lookUpOwner(request, reply, done, { client, target, route, hash, generation }, cached)
+      return this.afterKey(request, reply, done, this.decide(request.method, client, target, route, hash, generation, cached))
+    }
     // Only keys that passed this check ever reach a store, so none that fails it is in memory (found or
     // not found): checking it after the lookup refuses exactly the same keys, without a CRC per request.
     if (!hasValidChecksum(key.key)) return this.refuseEarly(request, reply, 'malformed', client, target)
@@ -197,6 +202,17 @@ class Gate {
         this.refuseEarly(request, reply, 'unavailable', client, target)
       },
     )
+  }
+
+  /** 3, a revoked key held without its owner: refused whatever the lookup says (it only names the owner, for the key's usage). */
+  private lookUpOwner(request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, key: PendingKey, held: RevokedKeyState): void {
+    const { client, target, route, hash, generation } = key
+    const refuseAs = (state: Verification): void =>
+      this.afterKey(request, reply, done, this.decide(request.method, client, target, route, hash, generation, state))
+    this.options.verifier.ownerOf(hash, held).then(refuseAs, (error: unknown) => {
+      this.options.log.error({ err: error }, 'looking up a revoked key’s owner failed')
+      refuseAs(held)
+    })
   }
 
   /** 0–1: draining, the request target's size, its path. */

@@ -51,7 +51,7 @@ export interface KnownKeys {
 export function applyInvalidations(cache: KeyCache, keys: readonly KeyInvalidation[], now: number, known?: KnownKeys): void {
   for (const key of keys) {
     known?.add(key.hash)
-    if (isTerminal(key.state)) cache.end(key.hash, key.state, now)
+    if (isTerminal(key.state)) cache.end(key.hash, key.state, now, key.tenant)
     else cache.changed(key.hash, key.version, now)
   }
 }

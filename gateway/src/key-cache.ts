@@ -8,7 +8,9 @@
  *   kept ENDED_TTL_MS, longer than any Redis "active" entry written before the
  *   key ended can live, so such an entry (left behind by a revoke that could
  *   not write to Redis) is never believed. A separate map: a flood of unknown
- *   keys cannot push them out.
+ *   keys cannot push them out. A revoked entry keeps its key's owner when
+ *   known (for its usage: the key still exists for its tenant); a deleted
+ *   one never has one.
  * - active: served only while the cache is current, i.e. the invalidation
  *   log follower's last successful poll was sent less than STALE_AFTER_MS
  *   ago. Losing currency drops every active entry; while not current none is
@@ -31,7 +33,8 @@
  *
  * Times are milliseconds of a monotonic clock (performance.now()).
  */
-import type { KeyState, TerminalStatus } from '@scoped/shared/key-state'
+import type { EndedKeyState, KeyState, TerminalStatus } from '@scoped/shared/key-state'
+import type { Tenant } from '@scoped/shared/tenant-signature'
 import { stateVersion } from '@scoped/shared/key-state'
 
 interface Entry<S extends KeyState = KeyState> {
@@ -77,7 +80,7 @@ export class KeyCache {
   generation = 0
   private readonly active = new Map<string, Entry>()
   private readonly unknown = new Map<string, Entry>()
-  private readonly ended = new Map<string, Entry<{ status: TerminalStatus }>>()
+  private readonly ended = new Map<string, Entry<EndedKeyState>>()
   /** The newest state version heard of, per key that changed. */
   private readonly pins = new Map<string, { version: number; expiresAt: number }>()
   /** Until when Redis active entries are not believed at all, because a live pin was dropped for room. */
@@ -141,21 +144,38 @@ export class KeyCache {
         return true
       default:
         // A lookup that found the key ended tells nothing new to other lookups: no generation change.
-        this.pin(hash, state.status, now)
+        this.pin(hash, state.status, state.status === 'revoked' ? state.tenant : undefined, now)
         return true
     }
   }
 
-  /** The key ended (an invalidation, a marker, Postgres): from now on it is refused, whatever Redis says. */
-  end(hash: string, status: TerminalStatus, now: number): void {
+  /**
+   * The key ended (an invalidation, a marker, Postgres): from now on it is refused, whatever Redis says.
+   * `tenant`: a revoked key's owner when the news says it (the log does).
+   */
+  end(hash: string, status: TerminalStatus, now: number, tenant?: Tenant): void {
     this.generation++
-    this.pin(hash, status, now)
+    this.pin(hash, status, tenant, now)
   }
 
-  private pin(hash: string, status: TerminalStatus, now: number): void {
+  /**
+   * Ends the key, keeping what was known of its owner: a revoked key's requests are still counted for its
+   * tenant, so its owner is taken from the news, else from the ended or active state held (the same key:
+   * a key's tenant never changes). A deleted key stays deleted, owned by no one (it no longer exists for
+   * its tenant), whatever news of its earlier revocation arrives after.
+   */
+  private pin(hash: string, status: TerminalStatus, tenant: Tenant | undefined, now: number): void {
+    const held = this.ended.get(hash)?.state
+    const active = this.active.get(hash)?.state
     this.active.delete(hash)
     this.unknown.delete(hash)
-    setBounded(this.ended, hash, { state: { status }, expiresAt: now + this.options.endedTtlMs }, this.options.maxEnded)
+    let state: EndedKeyState
+    if (status === 'deleted' || held?.status === 'deleted') state = { status: 'deleted' }
+    else {
+      const owner = tenant ?? held?.tenant ?? (active?.status === 'active' ? active.tenant : undefined)
+      state = owner === undefined ? { status } : { status, tenant: owner }
+    }
+    setBounded(this.ended, hash, { state, expiresAt: now + this.options.endedTtlMs }, this.options.maxEnded)
   }
 
   /** The key's record changed: forget what is cached so the next request reads it again. */

@@ -9,11 +9,15 @@
  * answers. A Redis entry that fails its MAC is counted and ignored. A failure
  * of Redis falls back to Postgres; a failure of Postgres is the outcome
  * `unavailable` (503), never "the key is invalid" and never a pass.
+ *
+ * A revoked key is refused from whatever says so, and its owner (for its
+ * usage) read from Postgres only when nothing held names it: a revoker's
+ * Redis marker, or a message that ended it before the log did (ownerOf).
  */
 import { withDeadline } from '@scoped/shared/deadline'
 import { clientGroup } from '@scoped/shared/ip-address'
 import type { Logger } from '@scoped/shared/logger'
-import type { KeyState } from '@scoped/shared/key-state'
+import type { EndedKeyState, KeyState, RevokedKeyState } from '@scoped/shared/key-state'
 import { stateVersion } from '@scoped/shared/key-state'
 import type { KeyCache } from './key-cache.js'
 import type { GatewayMetrics } from './metrics.js'
@@ -34,6 +38,12 @@ export interface Verifier {
    * With a client address, the lookup counts against that client's slots; without, it does not.
    */
   verify(hash: string, client?: string): Promise<Verification>
+  /**
+   * A revoked key held without its owner (an invalidation from Redis, before the log said whose it was):
+   * the owner from Postgres, so the refusal is counted for it. Always an ended state (never a pass): `held`
+   * when Postgres cannot say.
+   */
+  ownerOf(hash: string, held: RevokedKeyState): Promise<EndedKeyState>
 }
 
 /** The source of truth (Postgres: lookupKeyByHash). */
@@ -65,8 +75,12 @@ interface Flight {
   generation: number
 }
 
+/** After a store lookup failed, owners are not looked up for this long: a revoked key's refusals go out at once, uncounted. */
+const OWNER_BACKOFF_MS = 1_000
+
 export class KeyVerifier implements Verifier {
   private readonly flights = new Map<string, Flight>()
+  private readonly owners = new Map<string, Promise<EndedKeyState>>()
   private pending = 0
   private readonly pendingByClient = new Map<string, number>()
   private readonly now: () => number
@@ -137,6 +151,35 @@ export class KeyVerifier implements Verifier {
     return started.promise
   }
 
+  ownerOf(hash: string, held: RevokedKeyState): Promise<EndedKeyState> {
+    const failure = this.lastStoreFailure
+    if (failure !== undefined && this.now() - failure.at < OWNER_BACKOFF_MS) return Promise.resolve(held)
+    let flight = this.owners.get(hash)
+    if (flight === undefined) {
+      const started = this.loadOwner(hash, held)
+      flight = started
+      this.owners.set(hash, started)
+      void started.finally(() => {
+        if (this.owners.get(hash) === started) this.owners.delete(hash)
+      })
+    }
+    return flight
+  }
+
+  private async loadOwner(hash: string, held: RevokedKeyState): Promise<EndedKeyState> {
+    if (this.pending >= this.maxPending) return held
+    this.pending++
+    try {
+      const state = await this.readStore(hash, this.deps.cache.generation)
+      // Only an ended state can answer: a key never leaves them, so anything else is not believed.
+      if (state === undefined || (state.status !== 'revoked' && state.status !== 'deleted')) return held
+      this.deps.cache.fill(hash, state, this.deps.cache.generation, this.now())
+      return state
+    } finally {
+      this.pending--
+    }
+  }
+
   private async load(hash: string): Promise<Verification> {
     if (this.pending >= this.maxPending) {
       this.deps.log.warn({ pending: this.pending }, 'too many key lookups in flight; refusing until they drain')
@@ -145,7 +188,14 @@ export class KeyVerifier implements Verifier {
     this.pending++
     try {
       const generation = this.deps.cache.generation
-      const state = (await this.readShared(hash)) ?? (await this.readStore(hash, generation))
+      const shared = await this.readShared(hash)
+      let state = shared ?? (await this.readStore(hash, generation))
+      // A revoker's marker does not say whose the key was: Postgres does, and its refusals are counted for it
+      // (an ended key never comes back, so only an ended answer replaces the marker).
+      if (shared?.status === 'revoked' && shared.tenant === undefined) {
+        const stored = await this.readStore(hash, generation)
+        if (stored?.status === 'revoked' || stored?.status === 'deleted') state = stored
+      }
       if (state !== undefined) this.deps.cache.fill(hash, state, generation, this.now())
       return state ?? UNAVAILABLE
     } finally {

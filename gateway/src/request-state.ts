@@ -130,7 +130,11 @@ export class KeyDecision {
 export class KeyRefusal {
   readonly kind = 'key-refused'
   outcome: RequestOutcome | null = null
-  /** Its tenant when the key is active (refused by its expiry, its allowlist, the route or the scope). */
+  /**
+   * Its tenant when the key is active (refused by its expiry, its allowlist, the route or the scope) or
+   * revoked with its owner known (key-state.ts): its refusal is counted in the key's usage. Never for a
+   * deleted key, which no longer exists for its tenant.
+   */
   readonly tenant: Tenant | null
 
   constructor(
@@ -144,7 +148,7 @@ export class KeyRefusal {
     /** Why it was refused (authorize); `outcome` becomes this once the refusal is sent. */
     readonly refusal: Refusal,
   ) {
-    this.tenant = state.status === 'active' ? state.tenant : null
+    this.tenant = state.status === 'active' || state.status === 'revoked' ? (state.tenant ?? null) : null
   }
 }
 

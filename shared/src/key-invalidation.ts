@@ -27,7 +27,7 @@
 import type { Redis } from 'ioredis'
 import type { Pool } from './db.js'
 import { ApiError } from './errors.js'
-import type { KeyInvalidation, KeyStateCodec } from './key-state.js'
+import type { KeyInvalidation, KeyState, KeyStateCodec } from './key-state.js'
 import { ACK_LIST_TTL_SECONDS, isTerminal, newInvalidationMessage, redisNames, redisTtlSeconds } from './key-state.js'
 import { replicasBehind } from './key-store.js'
 import { withStateVersions } from './key-versions.js'
@@ -166,7 +166,9 @@ export class KeyRevocationNotifier implements KeyInvalidator {
       // A terminal marker replaces whatever entry there was (gateways never write over one); a changed key is forgotten, and its version refuses anything older.
       if (isTerminal(key.state)) {
         const ttl = redisTtlSeconds.terminal
-        markers.set(names.cacheEntry(key.hash), redis.codec.encodeEntry(key.hash, { status: key.state }, now + ttl * 1000), 'EX', ttl)
+        // A revoked key's marker names its owner when the revoker knows it, so its refusals are counted for it (key-state.ts).
+        const state: KeyState = key.state === 'revoked' && key.tenant !== undefined ? { status: 'revoked', tenant: key.tenant } : { status: key.state }
+        markers.set(names.cacheEntry(key.hash), redis.codec.encodeEntry(key.hash, state, now + ttl * 1000), 'EX', ttl)
       } else {
         markers.del(names.cacheEntry(key.hash))
       }

@@ -53,8 +53,24 @@ export interface ActiveKeyState {
   permissions?: readonly string[]
 }
 
-/** What is known about a key, by its hash. */
-export type KeyState = ActiveKeyState | { status: 'revoked' } | { status: 'deleted' } | { status: 'unknown' }
+/**
+ * A revoked key: refused, whatever else is known. `tenant`, when known, is the key's owner (a key's tenant
+ * never changes), so its refusals are counted in its usage; it comes from Postgres, from a sealed entry
+ * that carries it, or from the key's own active state, never from an unsealed source.
+ */
+export interface RevokedKeyState {
+  status: 'revoked'
+  tenant?: Tenant
+}
+
+/**
+ * What is known about a key, by its hash. A deleted key carries no owner: it no longer exists for its
+ * tenant, so its requests are refused like an unknown key's and counted for no one.
+ */
+export type KeyState = ActiveKeyState | RevokedKeyState | { status: 'deleted' } | { status: 'unknown' }
+
+/** The state of a key that ended. */
+export type EndedKeyState = RevokedKeyState | { status: 'deleted' }
 
 /** The most CIDR blocks an entry may carry (the database allows 32). */
 const MAX_ENTRY_CIDRS = 64
@@ -73,6 +89,11 @@ export interface KeyInvalidation {
   state: InvalidatedState
   /** For `changed`: the state version the change made; every state older than it is refused from then on. */
   version?: number
+  /**
+   * For `revoked`: the key's owner, so its later requests are counted in its usage without a lookup. Set by the
+   * revoker (its sealed marker carries it) and by the log (Postgres); messages never carry it.
+   */
+  tenant?: Tenant
 }
 
 /** The version of a state: its own, or 0 (older than any change) for a state written without one. */
@@ -137,6 +158,8 @@ export class KeyStateCodec {
 
   /**
    * A Redis cache entry for `hash`, valid until `expiresAtMs` (wall clock).
+   * `t`, the key's tenant, for an active key and for a revoked one whose owner is known (sealed with the
+   * rest, so nobody without the secret can make a gateway count a request for another key's tenant).
    * An active key's limits go along when it has them: `x`, the key's own
    * expiry (epoch ms), `c`, its allowlist, and `r`, its rate limit as
    * [rate, burst], `v`, its state version, and `p`, its permissions (present exactly when the key is
@@ -144,7 +167,8 @@ export class KeyStateCodec {
    * before they existed) reads as a key without them.
    */
   encodeEntry(hash: string, state: KeyState, expiresAtMs: number): string {
-    const tenant = state.status === 'active' ? [state.tenant.scope, state.tenant.agencyId, state.tenant.subAccountId, state.tenant.keyId] : undefined
+    const owner = state.status === 'active' || state.status === 'revoked' ? state.tenant : undefined
+    const tenant = owner === undefined ? undefined : [owner.scope, owner.agencyId, owner.subAccountId, owner.keyId]
     const payload: Record<string, unknown> = { s: state.status, t: tenant, e: Math.floor(expiresAtMs) }
     if (state.status === 'active') {
       if (state.expiresAt !== undefined && state.expiresAt !== null) payload['x'] = state.expiresAt
@@ -163,12 +187,16 @@ export class KeyStateCodec {
     const value = parseObject(payload)
     if (value === undefined || typeof value['e'] !== 'number' || value['e'] <= nowMs) return undefined
     const status = value['s']
-    if (status === 'revoked' || status === 'deleted' || status === 'unknown') return { status }
-    if (status !== 'active' || !Array.isArray(value['t'])) return undefined
-    const [scope, agencyId, subAccountId, keyId] = value['t'] as unknown[]
-    if (!isScope(scope) || typeof agencyId !== 'string' || typeof keyId !== 'string') return undefined
-    if (scope === 'SUB-ACCOUNT' ? typeof subAccountId !== 'string' : subAccountId !== null) return undefined
-    const state: ActiveKeyState = { status, tenant: { scope, agencyId, subAccountId: subAccountId as string | null, keyId } }
+    if (status === 'deleted' || status === 'unknown') return { status }
+    if (status === 'revoked') {
+      if (value['t'] === undefined) return { status }
+      const owner = parseTenant(value['t'])
+      return owner === undefined ? undefined : { status, tenant: owner }
+    }
+    if (status !== 'active') return undefined
+    const tenant = parseTenant(value['t'])
+    if (tenant === undefined) return undefined
+    const state: ActiveKeyState = { status, tenant }
     const keyExpiry = value['x']
     if (keyExpiry !== undefined) {
       if (typeof keyExpiry !== 'number' || !Number.isFinite(keyExpiry)) return undefined
@@ -232,6 +260,15 @@ export class KeyStateCodec {
   decodeAck(invalidationId: string, text: string): string | undefined {
     return this.opened(`ack v1 ${invalidationId}`, text)
   }
+}
+
+/** An entry's `t`: [scope, agency id, sub-account id (null for an agency key), key id]. */
+function parseTenant(value: unknown): Tenant | undefined {
+  if (!Array.isArray(value)) return undefined
+  const [scope, agencyId, subAccountId, keyId] = value as unknown[]
+  if (!isScope(scope) || typeof agencyId !== 'string' || typeof keyId !== 'string') return undefined
+  if (scope === 'SUB-ACCOUNT' ? typeof subAccountId !== 'string' : subAccountId !== null) return undefined
+  return { scope, agencyId, subAccountId: subAccountId as string | null, keyId }
 }
 
 function parseObject(text: string): Record<string, unknown> | undefined {

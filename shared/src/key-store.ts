@@ -76,12 +76,11 @@ export async function lookupKeyByHash(pool: Pool, hash: string): Promise<KeyStat
   const row = rows[0]
   if (row === undefined) return { status: 'unknown' }
   if (row.deleted) return { status: 'deleted' }
-  if (row.revoked) return { status: 'revoked' }
   if (row.id === null || row.agency_id === null || !isScope(row.scope)) throw new Error('api_keys row is incomplete')
-  const state: ActiveKeyState = {
-    status: 'active',
-    tenant: { scope: row.scope, agencyId: row.agency_id, subAccountId: row.sub_account_id, keyId: row.id },
-  }
+  const tenant = { scope: row.scope, agencyId: row.agency_id, subAccountId: row.sub_account_id, keyId: row.id }
+  // A revoked key still exists for its tenant: its refusals are counted in its usage.
+  if (row.revoked) return { status: 'revoked', tenant }
+  const state: ActiveKeyState = { status: 'active', tenant }
   // Only the limits a key has: a key without them reads exactly as before they existed.
   if (row.expires_ms !== null) state.expiresAt = row.expires_ms
   if (row.allowed_cidrs !== null && row.allowed_cidrs.length > 0) state.allowedCidrs = canonicalCidrs(row.allowed_cidrs)
@@ -159,11 +158,34 @@ export interface LogPoll {
   live: number
 }
 
-type ChangeRow = [hash: string, state: KeyInvalidation['state'], version: number | null]
+type ChangeRow = [
+  hash: string,
+  state: KeyInvalidation['state'],
+  version: number | null,
+  scope: string | null,
+  agencyId: string | null,
+  subAccountId: string | null,
+  keyId: string | null,
+]
 
-/** A 'changed' row carries the state version the change made (migration 009); a revoke or delete none. */
+/**
+ * A 'changed' row carries the state version the change made (migration 009); a revoke or delete none.
+ * A revoke carries the key's owner, read from api_keys beside it (CHANGES_SELECT), so its later requests
+ * are counted without a lookup on the request path.
+ */
 function toChanges(rows: ChangeRow[] | null): KeyInvalidation[] {
-  return (rows ?? []).map(([hash, state, version]) => (version === null ? { hash, state } : { hash, state, version }))
+  return (rows ?? []).map(([hash, state, version, scope, agencyId, subAccountId, keyId]) => {
+    const change: KeyInvalidation = version === null ? { hash, state } : { hash, state, version }
+    if (state === 'revoked' && keyId !== null && agencyId !== null && isScope(scope)) change.tenant = { scope, agencyId, subAccountId, keyId }
+    return change
+  })
+}
+
+/** The log's rows matching `where`, in order, as one JSON array (a revoked key's owner beside it: toChanges). */
+function changesSelect(where: string): string {
+  return `SELECT json_agg(json_build_array(i.key_hash, i.state, i.state_version, k.scope, k.agency_id, k.sub_account_id, k.id) ORDER BY i.id)
+            FROM key_invalidations AS i LEFT JOIN api_keys AS k ON i.state = 'revoked' AND k.key_hash = i.key_hash
+           WHERE ${where}`
 }
 
 /**
@@ -174,8 +196,7 @@ function toChanges(rows: ChangeRow[] | null): KeyInvalidation[] {
 export async function readRecentInvalidations(pool: Pool, recentSeconds: number): Promise<LogPoll> {
   const { rows } = await pool.query<{ snapshot: string; changes: ChangeRow[] | null }>(
     `SELECT pg_current_snapshot()::text AS snapshot,
-            (SELECT json_agg(json_build_array(key_hash, state, state_version) ORDER BY id) FROM key_invalidations
-              WHERE recorded_at > now() - $1 * interval '1 second') AS changes`,
+            (${changesSelect(`i.recorded_at > now() - $1 * interval '1 second'`)}) AS changes`,
     [recentSeconds],
   )
   const row = rows[0]!
@@ -191,8 +212,7 @@ export async function pollInvalidations(pool: Pool, replicaId: string, applied: 
   // The heartbeat is a function of the owner's (migration 013): Postgres stamps seen_at, never the caller.
   const { rows } = await pool.query<{ snapshot: string; changes: ChangeRow[] | null; live: number }>(
     `SELECT pg_current_snapshot()::text AS snapshot,
-            (SELECT json_agg(json_build_array(key_hash, state, state_version) ORDER BY id) FROM key_invalidations
-              WHERE xid >= pg_snapshot_xmin($2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot)) AS changes,
+            (${changesSelect(`i.xid >= pg_snapshot_xmin($2::pg_snapshot) AND NOT pg_visible_in_snapshot(i.xid, $2::pg_snapshot)`)}) AS changes,
             beat.live
        FROM gateway_replica_heartbeat($1, $2::pg_snapshot, $3) AS beat(live)`,
     [replicaId, applied, liveMs],

@@ -62,7 +62,11 @@ t.test('revoke and delete from the console: every gateway replica has dropped th
   t.equal(revoked.headers.location, keysPath, 'every replica confirmed')
   t.same(listening.droppedByMessage, [revokedHash], 'the listening replica had dropped the key when the answer came')
   t.same(following.droppedByLog, [revokedHash], 'and so had the one following the log')
-  t.same(await marker(revokedHash), { status: 'revoked' }, 'the shared cache holds a sealed terminal marker')
+  t.same(
+    await marker(revokedHash),
+    { status: 'revoked', tenant: { scope: 'AGENCY', agencyId: world.agencyId, subAccountId: null, keyId: ids.get('to revoke') } },
+    'the shared cache holds a sealed terminal marker, naming the key’s owner (for its usage)',
+  )
 
   const deleted = await owner.post(`${keysPath}/${ids.get('to delete')}/delete`, { csrf: token })
   t.equal(deleted.headers.location, keysPath)

@@ -4,7 +4,8 @@
  * replica at GET /v1/usage (a SUB-ACCOUNT route the gateway signs for
  * agency-service, its upstream's service) and GET /v1/agency/request-log,
  * every answer checked against the served API description; every answer
- * carries the x-request-id the gateway forwarded.
+ * carries the x-request-id the gateway forwarded. A key revoked while in use
+ * goes on being counted, as `revoked`, and its refusals are in the request log.
  */
 import t from 'tap'
 import { KeyRevocationNotifier } from '@scoped/shared/key-invalidation'
@@ -25,6 +26,7 @@ t.test('counts written at SIGTERM, read through the gateway', async (t) => {
   const west = await tenants.createSubAccount(acme.id, 'Acme West')
   const agencyKey = await keys.create({ scope: 'AGENCY', agencyId: acme.id }, 'acme automation', 'ctl:ops')
   const subKey = await keys.create({ scope: 'SUB-ACCOUNT', subAccountId: west.id }, 'west', 'ctl:ops')
+  const revokedKey = await keys.create({ scope: 'SUB-ACCOUNT', subAccountId: west.id }, 'west, revoked', 'ctl:ops')
   const first = httpsClient(t, stack.gatewayPorts[0]!, stack.cert)
   const bearer = (key: string) => ({ authorization: `Bearer ${key}` })
   for (let i = 0; i < 5; i++) {
@@ -33,13 +35,16 @@ t.test('counts written at SIGTERM, read through the gateway', async (t) => {
     t.equal(answer.headers['x-request-id'], `usage-e2e-${i}`, 'the request id it forwarded')
   }
   for (let i = 0; i < 2; i++) t.equal((await first.request('/v1/agents', { headers: bearer(agencyKey.key) })).status, 403)
+  t.equal((await first.request('/v1/agents', { headers: bearer(revokedKey.key) })).status, 200, 'a key in use…')
+  t.match(await keys.revoke(revokedKey.id, 'ctl:ops'), { invalidation: { confirmed: true } }, '…revoked, every replica confirming')
+  for (let i = 0; i < 3; i++) t.equal((await first.request('/v1/agents', { headers: bearer(revokedKey.key) })).status, 401)
   t.equal(await stack.replicas[0]!.stop('SIGTERM'), 0, 'the replica stops cleanly')
   const { rows } = await stack.db.pool.query<{ key_id: string; outcome: string; n: number }>(
     `SELECT key_id, outcome, sum(requests)::int AS n FROM usage_minutes WHERE route = '/v1/agents' GROUP BY 1, 2 ORDER BY 1, 2`,
   )
   t.same(
-    Object.fromEntries(rows.map((row) => [`${row.key_id === subKey.id ? 'sub' : 'agency'} ${row.outcome}`, row.n])),
-    { 'sub served': 5, 'agency scope-refused': 2 },
+    Object.fromEntries(rows.map((row) => [`${{ [subKey.id]: 'sub', [revokedKey.id]: 'revoked-key' }[row.key_id] ?? 'agency'} ${row.outcome}`, row.n])),
+    { 'sub served': 5, 'agency scope-refused': 2, 'revoked-key served': 1, 'revoked-key revoked': 3 },
     'every answer was counted before the replica exited',
   )
 
@@ -50,8 +55,27 @@ t.test('counts written at SIGTERM, read through the gateway', async (t) => {
   const agents = (usage.json as { data: Report }).data.series.find((series) => series.group === '/v1/agents')
   t.equal(
     agents?.points.reduce((sum, point) => sum + point.outcomes['served']!, 0),
-    5,
-    'the sub-account sees its served requests',
+    6,
+    'the sub-account sees its served requests (of both its keys)',
+  )
+  const revokedUsage = await client.request(`/v1/usage?keyId=${revokedKey.id}`, { headers: bearer(subKey.key) })
+  t.equal(revokedUsage.status, 200, revokedUsage.text)
+  const revokedPoints = (revokedUsage.json as { data: Report }).data.series.flatMap((series) => series.points)
+  t.same(
+    ['served', 'revoked'].map((outcome) => revokedPoints.reduce((sum, point) => sum + (point.outcomes[outcome] ?? 0), 0)),
+    [1, 3],
+    'the sub-account sees its revoked key’s requests, before and after the revoke',
+  )
+  const refusedLog = await client.request('/v1/agency/request-log?outcome=revoked', { headers: bearer(agencyKey.key) })
+  t.equal(refusedLog.status, 200, refusedLog.text)
+  t.same(
+    (refusedLog.json as { data: Array<{ keyId: string; subAccountId: string | null; status: number }> }).data.map((item) => [
+      item.keyId,
+      item.subAccountId,
+      item.status,
+    ]),
+    Array.from({ length: 3 }, () => [revokedKey.id, west.id, 401]),
+    'and the agency its refusals in the request log',
   )
   const log = await client.request('/v1/agency/request-log?outcome=scope-refused', { headers: bearer(agencyKey.key) })
   t.equal(log.status, 200, log.text)

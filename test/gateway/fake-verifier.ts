@@ -7,7 +7,7 @@
  * business, tested against the real servers (key-verifier.test.ts).
  */
 import { generateKey, hashKey } from '@scoped/shared/keys'
-import type { ActiveKeyState, KeyState } from '@scoped/shared/key-state'
+import type { ActiveKeyState, EndedKeyState, KeyState, RevokedKeyState } from '@scoped/shared/key-state'
 import type { Tenant } from '@scoped/shared/tenant-signature'
 import type { Verification, Verifier } from '@scoped/gateway/key-verifier'
 
@@ -36,6 +36,14 @@ export class FakeVerifier implements Verifier {
     this.lookups.push(hash)
     if (this.failing) throw new Error('the verifier failed')
     return this.stores.get(hash) ?? { status: 'unknown' }
+  }
+
+  /** What the stores say of a revoked key held without its owner: an ended state there, else what is held (as the real one). */
+  async ownerOf(hash: string, held: RevokedKeyState): Promise<EndedKeyState> {
+    this.lookups.push(hash)
+    if (this.failing) throw new Error('the verifier failed')
+    const stored = this.stores.get(hash)
+    return stored?.status === 'revoked' || stored?.status === 'deleted' ? stored : held
   }
 }
 

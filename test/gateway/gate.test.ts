@@ -291,6 +291,40 @@ t.test('failed authentications: only keys never issued count and are throttled; 
   expectRefusal(t, bystander, 'unknown')
 })
 
+t.test("a revoked key's refusal carries its owner, for its usage; a deleted key's none", async (t) => {
+  const gate = await gateHarness(t)
+  const refusedTenant = async (headers: Record<string, string>): Promise<unknown> => {
+    expectRefusal(t, await gate.app.inject({ url: '/v1/agents', headers }), 'revoked')
+    const decision = gate.decisions.at(-1)!
+    t.equal(decision.kind, 'key-refused')
+    return decision.tenant
+  }
+  const lookups = (): number => gate.verifier.lookups.length
+
+  const owned = gate.inMemory({ status: 'revoked', tenant: subAccountTenant })
+  let before = lookups()
+  t.same(await refusedTenant(owned.headers), subAccountTenant, 'held with its owner: refused from memory for that owner')
+  t.equal(lookups(), before, 'without a lookup')
+
+  // Revoked by a message that did not say whose (the log had not yet): refused all the same, its owner asked of the stores.
+  const told = gate.inMemory({ status: 'revoked' })
+  gate.verifier.stores.set(told.hash, { status: 'revoked', tenant: agencyTenant })
+  before = lookups()
+  t.same(await refusedTenant(told.headers), agencyTenant, 'the owner the stores name')
+  t.equal(lookups(), before + 1, 'one lookup')
+
+  // What the verifier answers of such a key is tested with the real one (key-verifier.test.ts); here, one that fails.
+  const broken = gate.inMemory({ status: 'revoked' })
+  gate.verifier.failing = true
+  t.equal(await refusedTenant(broken.headers), null, 'the owner lookup fails: refused all the same, owned by no one')
+  gate.verifier.failing = false
+
+  const deleted = gate.inMemory({ status: 'deleted' })
+  const response = await gate.app.inject({ url: '/v1/agents', headers: deleted.headers })
+  expectRefusal(t, response, 'deleted')
+  t.equal(gate.decisions.at(-1)!.tenant, null, 'a deleted key: owned by no one')
+})
+
 t.test('an IPv6 client is one client per /64: rotating addresses within it changes nothing', async (t) => {
   const gate = await gateHarness(t)
   for (let i = 1; i <= 3; i++) {

@@ -16,6 +16,7 @@ import { hashKey } from '@scoped/shared/keys'
 import { KeyRevocationNotifier } from '@scoped/shared/key-invalidation'
 import { currentTransactionId, lookupKeyByHash, replicasBehind } from '@scoped/shared/key-store'
 import { createLogger } from '@scoped/shared/logger'
+import type { Tenant } from '@scoped/shared/tenant-signature'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
 import { InvalidationFollower } from '@scoped/gateway/invalidation-follower'
 import { KeyCache } from '@scoped/gateway/key-cache'
@@ -37,6 +38,11 @@ const keys = new KeyService(db.pool, new KeyRevocationNotifier(db.pool, null))
 async function newKey(): Promise<{ id: string; hash: string }> {
   const created = await keys.create({ scope: 'SUB-ACCOUNT', subAccountId: tenants.subAccountId }, 'k', 'test')
   return { id: created.id, hash: hashKey(created.key) }
+}
+
+/** The owner of a key newKey made. */
+function owner(keyId: string): Tenant {
+  return { scope: 'SUB-ACCOUNT', agencyId: tenants.agencyId, subAccountId: tenants.subAccountId, keyId }
 }
 
 interface Running {
@@ -76,6 +82,8 @@ async function registered(replicaId: string): Promise<boolean> {
 for (const action of ['revoke', 'delete'] as const) {
   t.test(`a ${action} through the key service is applied by every follower before it returns`, async (t) => {
     const replicas = [await startFollower(t), await startFollower(t)]
+    // A third that never saw the key: what it learns of the owner comes from the log alone.
+    const cold = await startFollower(t)
     const key = await newKey()
     for (const { cache } of replicas) {
       t.ok(await warm(cache, key.hash), 'cached as active while current')
@@ -83,8 +91,9 @@ for (const action of ['revoke', 'delete'] as const) {
     }
     const result = action === 'revoke' ? await keys.revoke(key.id, 'test') : await keys.delete(key.id, 'test')
     t.same(result.invalidation, { confirmed: true, acknowledged: 0, unconfirmed: [], problems: [] }, 'confirmed through Postgres, no Redis at all')
-    const ended = action === 'revoke' ? 'revoked' : 'deleted'
-    for (const { cache } of replicas) t.same(cache.get(key.hash, performance.now()), { status: ended }, `ended in the cache when the ${action} returned`)
+    // A revoked key keeps its owner, so its refusals are counted for it; a deleted one exists for no one.
+    const ended = action === 'revoke' ? { status: 'revoked', tenant: owner(key.id) } : { status: 'deleted' }
+    for (const { cache } of [...replicas, cold]) t.same(cache.get(key.hash, performance.now()), ended, `ended in the cache when the ${action} returned`)
   })
 }
 
@@ -131,7 +140,11 @@ t.test('a follower started after a revoke ends the key at start (recent invalida
 
   const { cache } = await startFollower(t)
   const now = performance.now()
-  t.same(cache.get(revoked.hash, now), { status: 'revoked' }, 'a key revoked before it started is ended in its cache')
+  t.same(
+    cache.get(revoked.hash, now),
+    { status: 'revoked', tenant: owner(revoked.id) },
+    'a key revoked before it started is ended in its cache, with its owner',
+  )
   t.same(cache.get(deleted.hash, now), { status: 'deleted' }, 'a deleted one too')
   t.equal(cache.get(longAgo.hash, now), undefined, 'one revoked long before is left to Postgres')
 })

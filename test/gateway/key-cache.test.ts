@@ -12,10 +12,12 @@
  */
 import t from 'tap'
 import type { KeyState } from '@scoped/shared/key-state'
+import type { Tenant } from '@scoped/shared/tenant-signature'
 import { defaultKeyCacheOptions, ENDED_TTL_MS, KeyCache } from '@scoped/gateway/key-cache'
 import type { KeyCacheOptions } from '@scoped/gateway/key-cache'
 
-const active: KeyState = { status: 'active', tenant: { scope: 'SUB-ACCOUNT', agencyId: 'agency', subAccountId: 'sub', keyId: 'key' } }
+const owner: Tenant = { scope: 'SUB-ACCOUNT', agencyId: 'agency', subAccountId: 'sub', keyId: 'key' }
+const active: KeyState = { status: 'active', tenant: owner }
 const unknown: KeyState = { status: 'unknown' }
 const options: KeyCacheOptions = { activeTtlMs: 60_000, unknownTtlMs: 30_000, endedTtlMs: 900_000, maxEntries: 4, maxEnded: 100 }
 
@@ -73,14 +75,36 @@ t.test('an ended key is never served as anything else', async (t) => {
   const cache = currentCache(1_000_000)
   t.ok(cache.fill('h', active, cache.generation, 0))
   cache.end('h', 'revoked', 1)
-  t.same(cache.get('h', 2), { status: 'revoked' }, 'the active entry is replaced')
+  const revoked = { status: 'revoked', tenant: owner }
+  t.same(cache.get('h', 2), revoked, 'the active entry is replaced (its owner kept, for its usage)')
   t.ok(cache.fill('h', active, cache.generation, 3), 'a later stale fill may be stored…')
-  t.same(cache.get('h', 4), { status: 'revoked' }, '…but the ended entry is what is served')
+  t.same(cache.get('h', 4), revoked, '…but the ended entry is what is served')
   cache.forget('h')
-  t.same(cache.get('h', 5), { status: 'revoked' }, 'forgetting a key (its record changed) does not un-end it')
+  t.same(cache.get('h', 5), revoked, 'forgetting a key (its record changed) does not un-end it')
   t.ok(cache.fill('u', unknown, cache.generation, 0))
   cache.end('u', 'deleted', 1)
   t.same(cache.get('u', 2), { status: 'deleted' }, 'nor does an unknown entry hide it')
+})
+
+t.test('a revoked key keeps its owner, for its usage; a deleted key has none', async (t) => {
+  const other: Tenant = { scope: 'AGENCY', agencyId: 'agency', subAccountId: null, keyId: 'other' }
+  const cache = currentCache(1_000_000)
+  cache.end('told', 'revoked', 0)
+  t.same(cache.get('told', 1), { status: 'revoked' }, 'revoked by a message that does not say whose: no owner')
+  cache.end('told', 'revoked', 2, owner)
+  t.same(cache.get('told', 3), { status: 'revoked', tenant: owner }, 'the log says whose it is: taken')
+  cache.end('told', 'revoked', 4)
+  t.same(cache.get('told', 5), { status: 'revoked', tenant: owner }, 'a later message without it does not lose it')
+  t.ok(cache.fill('looked-up', { status: 'revoked' }, cache.generation, 0))
+  t.ok(cache.fill('looked-up', { status: 'revoked', tenant: other }, cache.generation, 1), 'an owner from Postgres fills in a marker without one')
+  t.same(cache.get('looked-up', 2), { status: 'revoked', tenant: other })
+  t.ok(cache.fill('gone', active, cache.generation, 0))
+  cache.end('gone', 'deleted', 1)
+  t.same(cache.get('gone', 2), { status: 'deleted' }, 'a deleted key keeps no owner, even one that was active here')
+  cache.end('gone', 'revoked', 3, owner)
+  t.same(cache.get('gone', 4), { status: 'deleted' }, 'news of its earlier revoke arriving late neither revives its owner nor un-deletes it')
+  t.ok(cache.fill('gone', { status: 'revoked', tenant: owner }, cache.generation, 5))
+  t.same(cache.get('gone', 6), { status: 'deleted' }, 'nor does a lookup that raced the delete')
 })
 
 t.test('active keys are stored and served only while the cache is current', async (t) => {

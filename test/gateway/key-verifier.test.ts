@@ -19,6 +19,7 @@ import { createPool } from '@scoped/shared/db'
 import { KeyService } from '@scoped/agency-service/keys/key-service'
 import { KeyRevocationNotifier } from '@scoped/shared/key-invalidation'
 import type { KeyState } from '@scoped/shared/key-state'
+import type { Tenant } from '@scoped/shared/tenant-signature'
 import { KeyStateCodec, redisNames, redisTtlSeconds } from '@scoped/shared/key-state'
 import { lookupKeyByHash } from '@scoped/shared/key-store'
 import { generateKey, hashKey } from '@scoped/shared/keys'
@@ -58,10 +59,10 @@ async function newKey(): Promise<{ id: string; hash: string }> {
   return { id: created.id, hash: hashKey(created.key) }
 }
 const unknownHash = (): string => hashKey(generateKey())
-const activeState = (keyId: string = randomUUID()): KeyState => ({
-  status: 'active',
-  tenant: { scope: 'SUB-ACCOUNT', agencyId: tenants.agencyId, subAccountId: tenants.subAccountId, keyId },
-})
+const ownerOf = (keyId: string): Tenant => ({ scope: 'SUB-ACCOUNT', agencyId: tenants.agencyId, subAccountId: tenants.subAccountId, keyId })
+const activeState = (keyId: string = randomUUID()): KeyState => ({ status: 'active', tenant: ownerOf(keyId) })
+/** A revoked key as Postgres (or the log) says it: with its owner, for its usage. */
+const revokedState = (keyId: string): KeyState => ({ status: 'revoked', tenant: ownerOf(keyId) })
 
 /** Which layers a lookup reached, in order. */
 type Layer = 'redis' | 'postgres'
@@ -323,12 +324,12 @@ t.test('a lookup that raced a revoke never puts the key back', async (t) => {
   const later = verifier.verify(key.hash)
   release()
   t.match(await first, { status: 'active' }, 'the request already in flight completes as it started')
-  t.same(await later, { status: 'revoked' }, 'the request after the revoke is refused')
-  t.same(cache.get(key.hash, performance.now()), { status: 'revoked' }, 'the key is refused from memory')
+  t.same(await later, revokedState(key.id), 'the request after the revoke is refused')
+  t.same(cache.get(key.hash, performance.now()), revokedState(key.id), 'the key is refused from memory')
   t.same(cache.size().active, 0, 'and the raced "active" never entered the cache, even beside the ended entry')
   await settled(commands)
-  t.same(await redisEntry(key.hash), { status: 'revoked' }, 'nor replaced the revoker’s marker in Redis')
-  t.same(await check(verifier, key.hash), { status: 'revoked' }, 'and every later request is refused')
+  t.same(await redisEntry(key.hash), revokedState(key.id), 'nor replaced the revoker’s marker in Redis (which names the owner)')
+  t.same(await check(verifier, key.hash), revokedState(key.id), 'and every later request is refused')
 })
 
 t.test('a Redis entry that fails its check is ignored, and Postgres answers', async (t) => {
@@ -347,6 +348,18 @@ t.test('a Redis entry that fails its check is ignored, and Postgres answers', as
     ],
     ['sealed with another secret, claiming a valid key is revoked', active.hash, (hash) => other.encodeEntry(hash, { status: 'revoked' }, later), 'active'],
     ['a genuine active entry of another key, moved here', revoked.hash, () => codec.encodeEntry(active.hash, activeState(active.id), later), 'revoked'],
+    [
+      'a genuine revoked entry naming its owner, moved to another key',
+      active.hash,
+      () => codec.encodeEntry(revoked.hash, revokedState(revoked.id), later),
+      'active',
+    ],
+    [
+      'sealed with another secret, naming another tenant as a revoked key’s owner',
+      revoked.hash,
+      (hash) => other.encodeEntry(hash, revokedState(randomUUID()), later),
+      'revoked',
+    ],
     ['a genuine active entry past its own expiry', revoked.hash, (hash) => codec.encodeEntry(hash, activeState(revoked.id), Date.now() - 1), 'revoked'],
     ['a bare JSON state, as entries were before', revoked.hash, () => JSON.stringify(activeState(revoked.id)), 'revoked'],
   ]
@@ -368,11 +381,15 @@ t.test('a genuine Redis "active" entry is believed only while this replica is cu
   await redis.client.set(names.cacheEntry(revoked.hash), codec.encodeEntry(revoked.hash, activeState(revoked.id), Date.now() + 300_000), 'EX', 300)
 
   const notCurrent = await replica(t, { currency: 'never' })
-  t.same(await check(notCurrent.verifier, revoked.hash), { status: 'revoked' }, 'not current: the Redis entry is not believed; Postgres says revoked')
+  t.same(await check(notCurrent.verifier, revoked.hash), revokedState(revoked.id), 'not current: the Redis entry is not believed; Postgres says revoked')
   t.same(notCurrent.events, ['redis', 'postgres'])
 
   const following = await replica(t, { currency: 'follower' })
-  t.same(await check(following.verifier, revoked.hash), { status: 'revoked' }, 'current through the log: the key was ended at start, Redis is not even read')
+  t.same(
+    await check(following.verifier, revoked.hash),
+    revokedState(revoked.id),
+    'current through the log: the key was ended at start (with its owner), Redis is not even read',
+  )
   t.same(following.events, [])
 
   const valid = await newKey()
@@ -389,9 +406,69 @@ t.test('a genuine Redis "active" entry is believed only while this replica is cu
   await redis.client.set(names.cacheEntry(marked.hash), codec.encodeEntry(marked.hash, { status: 'revoked' }, Date.now() + 60_000), 'EX', 60)
   const anyone = await replica(t, { currency: 'never' })
   t.same(await check(anyone.verifier, marked.hash), { status: 'revoked' }, 'a genuine terminal marker is believed current or not')
-  t.same(anyone.events, ['redis'])
-  t.same(await check(anyone.verifier, marked.hash), { status: 'revoked' })
-  t.same(anyone.events, ['redis'], 'and then refused from memory')
+  t.same(anyone.events, ['redis', 'postgres'], 'Postgres is asked whose key it is (the marker does not say)…')
+  t.same(await check(anyone.verifier, marked.hash), { status: 'revoked' }, '…and its "active" never un-ends the key: owned by no one')
+  t.same(anyone.events, ['redis', 'postgres'], 'and then refused from memory')
+})
+
+t.test("a revoked key's owner: from Postgres when what is held does not say, never anything but ended", async (t) => {
+  // A marker that names no owner (written before revokers named it): the miss that reads it asks Postgres, whose answer names it.
+  const marked = await newKey()
+  await keys.revoke(marked.id, 'test')
+  await redis.client.set(names.cacheEntry(marked.hash), codec.encodeEntry(marked.hash, { status: 'revoked' }, Date.now() + 60_000), 'EX', 60)
+  const one = await replica(t, { currency: 'never' })
+  t.same(await check(one.verifier, marked.hash), revokedState(marked.id), 'a marker without an owner: Postgres names it')
+  t.same(one.events, ['redis', 'postgres'])
+  t.same(await check(one.verifier, marked.hash), revokedState(marked.id), 'held with it from then on')
+  t.same(one.events, ['redis', 'postgres'], 'from memory')
+
+  // A revoker's marker names the owner: a miss that reads it needs nothing more.
+  const revokedHere = await newKey()
+  await new KeyService(db.pool, testInvalidator(t, db.pool, { redis, secret })).revoke(revokedHere.id, 'test')
+  t.same(await redisEntry(revokedHere.hash), revokedState(revokedHere.id), 'the revoker’s sealed marker names the owner')
+  const reader = await replica(t, { currency: 'never' })
+  t.same(await check(reader.verifier, revokedHere.hash), revokedState(revokedHere.id))
+  t.same(reader.events, ['redis'], 'without asking Postgres')
+
+  // Held without an owner (a message ended it before the log named it): ownerOf asks Postgres once for all who ask together.
+  const told = await newKey()
+  await keys.revoke(told.id, 'test')
+  const two = await replica(t, { currency: 'forced' })
+  two.cache.end(told.hash, 'revoked', performance.now())
+  const held = { status: 'revoked' } as const
+  const answers = await Promise.all([two.verifier.ownerOf(told.hash, held), two.verifier.ownerOf(told.hash, held)])
+  t.same(answers, [revokedState(told.id), revokedState(told.id)], 'both refused for its owner')
+  t.equal(two.store.calls, 1, 'one lookup')
+  t.same(two.cache.get(told.hash, performance.now()), revokedState(told.id), 'and the owner is held from then on')
+
+  // Postgres says active (a key a message ended, say): never believed over the ended state held.
+  const active = await newKey()
+  const three = await replica(t, { currency: 'forced' })
+  three.cache.end(active.hash, 'revoked', performance.now())
+  t.same(await three.verifier.ownerOf(active.hash, held), held, 'an active answer does not un-end the key')
+  t.same(three.cache.get(active.hash, performance.now()), held, 'nor is it cached')
+  // Deleted since: that is what it is, owned by no one.
+  const gone = await newKey()
+  await keys.revoke(gone.id, 'test')
+  await keys.delete(gone.id, 'test')
+  three.cache.end(gone.hash, 'revoked', performance.now())
+  t.same(await three.verifier.ownerOf(gone.hash, held), { status: 'deleted' }, 'a key deleted since: deleted')
+
+  // Postgres unreachable: refused at once as held, and for a while not asked again (each refusal would wait for it).
+  const deadPool = createPool(`postgres://postgres@127.0.0.1:${await freePort()}/nowhere`, { max: 2 })
+  t.teardown(() => deadPool.end())
+  let clock = 0
+  const cut = new KeyCache()
+  const deadStore = countingStore([], (hash) => lookupKeyByHash(deadPool, hash))
+  const down = new KeyVerifier({ store: deadStore, shared: null, cache: cut, metrics, log, now: () => clock })
+  t.same(await down.ownerOf(told.hash, held), held, 'Postgres down: as held')
+  t.equal(deadStore.calls, 1)
+  clock = 500
+  t.same(await down.ownerOf(told.hash, held), held, 'shortly after: as held…')
+  t.equal(deadStore.calls, 1, '…without waiting for Postgres again')
+  clock = 1_500
+  t.same(await down.ownerOf(told.hash, held), held)
+  t.equal(deadStore.calls, 2, 'a while later, Postgres is asked again')
 })
 
 t.test('a fill never overwrites the revoker’s marker', async (t) => {

@@ -4,7 +4,8 @@ import { createLogger } from '@scoped/shared/logger'
 import { BatchingDestination } from '@scoped/gateway/log-destination'
 import { parseRouteMap } from '@scoped/gateway/route-map'
 import type { ScopedRoute } from '@scoped/gateway/route-map'
-import { KeyDecision, Refused } from '@scoped/gateway/request-state'
+import type { Verification } from '@scoped/gateway/key-verifier'
+import { KeyDecision, KeyRefusal, Refused } from '@scoped/gateway/request-state'
 import { GatewayMetrics } from '@scoped/gateway/metrics'
 import { createRequestLogger, isoTime, logRequest, millisText } from '@scoped/gateway/request-log'
 
@@ -151,4 +152,34 @@ t.test('the request line: the fields, no credentials, a key-shaped path masked',
   const full: string[] = []
   createLogger('gateway', 'info', { write: (line: string) => void full.push(line) }).info({ err: { authorization: 'Bearer sak_live_secret' } }, 'x')
   t.notOk(full[0]!.includes('sak_live_secret'))
+})
+
+t.test("a revoked key's refusal line names the key and its owner; a deleted key's names no one", async (t) => {
+  const lines: string[] = []
+  const log = createRequestLogger('info', { write: (line: string) => void lines.push(line) })
+  const routes = parseRouteMap('routes:\n  - { prefix: /v1/agents, scope: SUB-ACCOUNT, upstream: "http://127.0.0.1:1" }\n', 'x')
+  const metrics = new GatewayMetrics(routes)
+  const owner = { scope: 'SUB-ACCOUNT', agencyId: 'a', subAccountId: 's', keyId: 'k' } as const
+  const line = (state: Verification, outcome: 'revoked' | 'deleted'): Record<string, unknown> => {
+    const decision = new KeyRefusal('192.0.2.7', { path: '/v1/agents/1', query: '' }, routes.routes[0] as ScopedRoute, 'hash', state, outcome)
+    decision.outcome = outcome
+    const request = { id: `r-${lines.length}`, method: 'GET', raw: { url: '/v1/agents/1' }, gateway: decision } as unknown as FastifyRequest
+    logRequest(log, metrics, request, { statusCode: 401, elapsedTime: 0.2 } as FastifyReply)
+    return JSON.parse(lines.at(-1)!) as Record<string, unknown>
+  }
+  t.match(line({ status: 'revoked', tenant: owner }, 'revoked'), {
+    outcome: 'revoked',
+    keyId: 'k',
+    scope: 'SUB-ACCOUNT',
+    agencyId: 'a',
+    subAccountId: 's',
+    status: 401,
+  })
+  const unowned = line({ status: 'revoked' }, 'revoked')
+  t.same([unowned['outcome'], 'keyId' in unowned], ['revoked', false], 'revoked, its owner not known here: the refusal, no key')
+  const deleted = line({ status: 'deleted' }, 'deleted')
+  t.same([deleted['outcome'], 'keyId' in deleted, 'agencyId' in deleted], ['deleted', false, false], 'a deleted key: no one')
+  const counted = await metrics.registry.getSingleMetricAsString('gateway_requests_total')
+  t.match(counted, /outcome="revoked",scope="SUB-ACCOUNT",route="\/v1\/agents"} 1/, 'the metric: by scope, never by key')
+  t.notMatch(counted, /keyId|"k"/)
 })

@@ -15,6 +15,7 @@ import { createLogger } from '@scoped/shared/logger'
 import { LATENCY_BUCKETS, latencyBucket, latencyBucketBound, latencyQuantile } from '@scoped/shared/usage'
 import { writeUsageBatch } from '@scoped/shared/usage-store'
 import { GatewayMetrics } from '@scoped/gateway/metrics'
+import type { Verification } from '@scoped/gateway/key-verifier'
 import { KeyDecision, KeyRefusal } from '@scoped/gateway/request-state'
 import { parseRouteMap } from '@scoped/gateway/route-map'
 import type { ScopedRoute } from '@scoped/gateway/route-map'
@@ -181,6 +182,51 @@ t.test('the request log keeps refusals and 5xx answers by default, every request
       t.equal(row.client_address, '192.0.2.7')
     }
   }
+})
+
+/** A refusal of `key` by the gate's decision on `state` (what the key cache held), as the onResponse hook sees it. */
+function refused(state: Verification, outcome: 'revoked' | 'deleted'): [FastifyRequest, FastifyReply] {
+  const decision = new KeyRefusal('192.0.2.7', { path: '/v1/agents/1', query: '' }, routes.routes[0] as ScopedRoute, 'hash', state, outcome)
+  decision.outcome = outcome
+  const request = { gateway: decision, id: `req-${randomUUID()}`, method: 'GET', raw: { url: '/v1/agents/1' } } as unknown as FastifyRequest
+  return [request, { statusCode: 401, elapsedTime: 1 } as FastifyReply]
+}
+
+t.test("a revoked key's requests are counted and logged for its owner; a deleted key's for no one", async (t) => {
+  const db = await createTestDatabase(t)
+  const { usage, metrics } = recorder(db.pool)
+  const key = newKey()
+  const owner = { scope: 'SUB-ACCOUNT' as const, ...key }
+  for (let i = 0; i < 3; i++) usage.record(...refused({ status: 'revoked', tenant: owner }, 'revoked'))
+  // Active when the gate passed it, revoked while its body arrived: the forwarder's second check refused it.
+  const [inFlight, inFlightReply] = answered(key, 'forwarded', 401)
+  inFlight.gateway!.outcome = 'revoked'
+  usage.record(inFlight, inFlightReply)
+  // Deleted: refused by the gate (no owner held), or by the forwarder's second check (its owner was known then).
+  usage.record(...refused({ status: 'deleted' }, 'deleted'))
+  const [deletedInFlight, deletedReply] = answered(key, 'forwarded', 401)
+  deletedInFlight.gateway!.outcome = 'deleted'
+  usage.record(deletedInFlight, deletedReply)
+  await usage.flush()
+  for (const table of ['usage_minutes', 'usage_hours', 'usage_days']) {
+    t.same(await totals(db.pool, table, key.keyId), { 'revoked 4 /v1/agents': 4 }, `${table}: the revoked refusals, none of the deleted`)
+  }
+  const { rows } = await db.pool.query<{ outcome: string; status: number; agency_id: string; sub_account_id: string }>(
+    'SELECT outcome, status, agency_id, sub_account_id FROM request_log WHERE key_id = $1',
+    [key.keyId],
+  )
+  t.equal(rows.length, 4, 'each revoked refusal is in the request log, the deleted ones are not')
+  for (const row of rows) t.same(row, { outcome: 'revoked', status: 401, agency_id: key.agencyId, sub_account_id: key.subAccountId })
+  t.notMatch(
+    await metrics.text(),
+    /gateway_usage_dropped_total\{kind="counts"\} [1-9]/,
+    'a deleted key’s requests are not counts lost: there is no one to count them for',
+  )
+
+  // Revoked, its owner unknown to this replica (Postgres away when it asked): refused, and the lost count said.
+  usage.record(...refused({ status: 'revoked' }, 'revoked'))
+  t.equal(usage.pending(), 0, 'not counted for anyone')
+  t.match(await metrics.text(), /gateway_usage_dropped_total\{kind="counts"\} 1/, 'but counted as dropped')
 })
 
 t.test('USAGE=off: nothing counted, nothing logged, nothing written', async (t) => {

@@ -37,6 +37,8 @@ const states: Array<[string, KeyState]> = [
   ['active, with a state version', { ...subAccountKey, version: 7 }],
   ['active, with every limit and a state version', { ...limitedKey, rateLimit: { rate: 2, burst: 3 }, version: Number.MAX_SAFE_INTEGER }],
   ['revoked', { status: 'revoked' }],
+  ['revoked, with its owner (a sub-account key)', { status: 'revoked', tenant: subAccountKey.tenant }],
+  ['revoked, with its owner (an agency key)', { status: 'revoked', tenant: agencyKey.tenant }],
   ['deleted', { status: 'deleted' }],
   ['unknown', { status: 'unknown' }],
 ]
@@ -70,6 +72,7 @@ t.test('entries: whatever fails the check reads as absent', async (t) => {
   const [payload, mac] = split(genuine)
   const revoked = codec.encodeEntry(hash, { status: 'revoked' }, later)
   const limited = codec.encodeEntry(hash, limitedKey, later)
+  const owned = codec.encodeEntry(hash, { status: 'revoked', tenant: subAccountKey.tenant }, later)
   const message = codec.encodeMessage(newInvalidationMessage([{ hash, state: 'revoked' }]))
   const tenant = subAccountKey.tenant
   const rows: Array<[string, string, number?]> = [
@@ -94,6 +97,14 @@ t.test('entries: whatever fails the check reads as absent', async (t) => {
     ['revoked turned active', `${split(revoked)[0].replace('"revoked"', '"active"')}.${split(revoked)[1]}`],
     ['another tenant', `${payload.replace(tenant.agencyId, randomUUID())}.${mac}`],
     ['another key id', `${payload.replace(tenant.keyId, randomUUID())}.${mac}`],
+    // A revoked key's owner decides whose usage its refusals count in: never changed without the secret.
+    ['a revoked key’s owner given another agency', `${split(owned)[0].replace(tenant.agencyId, randomUUID())}.${split(owned)[1]}`],
+    ['a revoked key’s owner given another key id', `${split(owned)[0].replace(tenant.keyId, randomUUID())}.${split(owned)[1]}`],
+    [
+      'an owner added to a revoked marker',
+      `${split(revoked)[0].replace('"s":"revoked"', `"s":"revoked","t":${JSON.stringify(['SUB-ACCOUNT', tenant.agencyId, tenant.subAccountId, tenant.keyId])}`)}.${split(revoked)[1]}`,
+    ],
+    ['a revoked key’s owner moved to another hash', codec.encodeEntry(otherHash, { status: 'revoked', tenant }, later)],
     ['a later expiry', `${payload.replace(/"e":\d+/, `"e":${later * 10}`)}.${mac}`],
     ['the key’s own expiry pushed back', `${split(limited)[0].replace(/"x":\d+/, `"x":${later * 10}`)}.${split(limited)[1]}`],
     ['the key’s own expiry removed', `${split(limited)[0].replace(/,"x":\d+/, '')}.${split(limited)[1]}`],
@@ -125,6 +136,11 @@ t.test('entries: a valid MAC over a payload of the wrong shape is absent too', a
     ['a status in capitals', { s: 'REVOKED', e: later }],
     ['a status as a number', { s: 1, e: later }],
     ['active without a tenant', { s: 'active', e: later }],
+    ['revoked with an owner that is not a list', { s: 'revoked', t: { scope, agencyId, subAccountId, keyId }, e: later }],
+    ['revoked with an owner of null', { s: 'revoked', t: null, e: later }],
+    ['revoked with an owner of an unknown scope', { s: 'revoked', t: ['ROOT', agencyId, null, keyId], e: later }],
+    ['revoked with a sub-account owner without one', { s: 'revoked', t: ['SUB-ACCOUNT', agencyId, null, keyId], e: later }],
+    ['revoked with an owner without a key id', { s: 'revoked', t: ['SUB-ACCOUNT', agencyId, subAccountId], e: later }],
     ['active with a tenant object', { s: 'active', t: { scope, agencyId, subAccountId, keyId }, e: later }],
     ['active with an unknown scope', { s: 'active', t: ['ROOT', agencyId, null, keyId], e: later }],
     ['active with a lower-case scope', { s: 'active', t: ['agency', agencyId, null, keyId], e: later }],

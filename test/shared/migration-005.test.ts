@@ -82,7 +82,11 @@ t.test('005 on a database populated at 004', async (t) => {
     { status: 'active', tenant: { scope: 'SUB-ACCOUNT', agencyId: agency, subAccountId: sub, keyId: ids[1] }, version: 1 },
     'an existing key reads exactly as before: no expiry, any address',
   )
-  t.same(await lookupKeyByHash(pool, hashKey(plaintexts[2]!)), { status: 'revoked' })
+  t.same(
+    await lookupKeyByHash(pool, hashKey(plaintexts[2]!)),
+    { status: 'revoked', tenant: { scope: 'SUB-ACCOUNT', agencyId: agency, subAccountId: sub, keyId: ids[2] } },
+    'a revoked key reads with its owner (its refusals are counted in its usage)',
+  )
   const { rows: keyRows } = await pool.query(
     `SELECT expires_at, allowed_cidrs::text[] AS cidrs, last_used_ip, replaces, replaced_by, last_used_at FROM api_keys WHERE id = $1`,
     [ids[1]],

@@ -15,7 +15,7 @@ import type { KeyContext, PendingInvalidation } from './key-context.js'
 import type { KeyOwner } from './key-owner.js'
 import { lockKeyRow } from './key-owner.js'
 import type { KeyRow } from './key-records.js'
-import { KEY_COLUMNS, recordKeyEvent } from './key-records.js'
+import { KEY_COLUMNS, recordKeyEvent, revokedInvalidation } from './key-records.js'
 
 export interface LifecycleResult {
   id: string
@@ -33,7 +33,7 @@ export async function revokeKey(context: KeyContext, id: string, actor: ActorInp
     }
     return { row: found, xid: await currentTransactionId(client) }
   })
-  const invalidation = await context.invalidate({ keys: [{ hash: row.key_hash, state: 'revoked' }], xid }, 'The key was revoked')
+  const invalidation = await context.invalidate({ keys: [revokedInvalidation(row)], xid }, 'The key was revoked')
   return { id: row.id, invalidation }
 }
 

@@ -5,6 +5,7 @@
  */
 import type { PoolClient } from '@scoped/shared/db'
 import { canonicalCidrs, normalizeAddress } from '@scoped/shared/ip-address'
+import type { KeyInvalidation } from '@scoped/shared/key-state'
 import type { RateLimit } from '@scoped/shared/rate-limit'
 import type { Scope } from '@scoped/shared/scope'
 import type { Actor } from '../audit/actor.js'
@@ -176,4 +177,16 @@ export async function recordKeyEvent(client: PoolClient, row: KeyRow, type: Audi
     keyHint: row.hint,
     changedFields: changedFields ?? null,
   })
+}
+
+/**
+ * A revoke's invalidation, naming the key's owner: the revoker's sealed Redis marker carries it, so a
+ * gateway that meets the marker counts the key's refusals for its tenant without asking Postgres.
+ */
+export function revokedInvalidation(row: KeyRow): KeyInvalidation {
+  return {
+    hash: row.key_hash,
+    state: 'revoked',
+    tenant: { scope: row.scope, agencyId: row.agency_id, subAccountId: row.sub_account_id, keyId: row.id },
+  }
 }

@@ -30,7 +30,7 @@ import type { LeakReport } from '../audit/audit-log.js'
 import { recordAuditEvent } from '../audit/audit-log.js'
 import type { KeyContext } from '../keys/key-context.js'
 import type { KeyRow } from '../keys/key-records.js'
-import { KEY_COLUMNS, recordKeyEvent } from '../keys/key-records.js'
+import { KEY_COLUMNS, recordKeyEvent, revokedInvalidation } from '../keys/key-records.js'
 import { keyStatus } from '../keys/key-status.js'
 import type { LeakedKeyAction } from './leak-config.js'
 
@@ -96,7 +96,7 @@ export async function respondToLeaks(context: KeyContext, leaks: readonly Report
     return { rows: found, responded: active, xid: await currentTransactionId(client) }
   })
   const revoked = action === 'revoke' ? responded : []
-  const invalidations: KeyInvalidation[] = revoked.map((row) => ({ hash: row.key_hash, state: 'revoked' }))
+  const invalidations: KeyInvalidation[] = revoked.map(revokedInvalidation)
   while (invalidations.length < leaks.length) invalidations.push(standIn())
   await context.invalidate({ keys: invalidations, xid }, revoked.length === 1 ? 'The leaked key was revoked' : 'The leaked keys were revoked')
   const existing = new Set(rows.map((row) => row.key_hash))

@@ -5,7 +5,8 @@
  * `served` is every request that was forwarded; its status class says how the
  * backend (or the way to it: 502, 503) answered. Outcomes a request with a
  * known key cannot have (no key, the documents, the console) map to
- * bad-request, never seen in practice.
+ * bad-request, never seen in practice; nor is `deleted` ever counted (a
+ * deleted key is counted for no one: usage-recorder.ts).
  */
 import type { UsageOutcome } from '@scoped/shared/usage'
 import type { RequestOutcome } from '../outcomes.js'

@@ -83,10 +83,20 @@ export class UsageRecorder {
     this.counts = new UsageCounts(options.maxCells, () => this.inFlight?.cells ?? 0)
   }
 
-  /** At the end of a request (onResponse): counted when a key's tenant is known, logged when the log keeps it. */
+  /**
+   * At the end of a request (onResponse): counted when a key's tenant is known, logged when the log keeps it.
+   * A deleted key's request is counted for no one: the key no longer exists for its tenant (even when the
+   * request began while it did and the forwarder's second check refused it).
+   */
   record(request: FastifyRequest, reply: FastifyReply): void {
     const decision = request.gateway
-    if (decision === null || decision.tenant === null || !this.options.counting) return
+    if (decision === null || !this.options.counting) return
+    if (decision.tenant === null) {
+      // A revoked key whose owner this replica could not learn (Postgres away): refused, and its count said lost, never silently.
+      if (decision.kind === 'key-refused' && decision.state.status === 'revoked') this.metrics.countUsageDropped('counts', 1)
+      return
+    }
+    if (decision.outcome === 'deleted') return
     const status = reply.statusCode
     const outcome = USAGE_OUTCOME[decision.outcome ?? outcomeOfStatus(status)]
     const ms = Number.isFinite(reply.elapsedTime) ? reply.elapsedTime : 0
