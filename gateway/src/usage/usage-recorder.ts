@@ -83,12 +83,13 @@ export class UsageRecorder {
     this.counts = new UsageCounts(options.maxCells, () => this.inFlight?.cells ?? 0)
   }
 
-  /** At the end of a request (onResponse): counted when a key's tenant is known, logged when the log keeps it. */
+  /** At the end of a request (onResponse): counted when a key's tenant is known (and the answer is attributed to it: usage-outcome.ts), logged when the log keeps it. */
   record(request: FastifyRequest, reply: FastifyReply): void {
     const decision = request.gateway
     if (decision === null || decision.tenant === null || !this.options.counting) return
     const status = reply.statusCode
     const outcome = USAGE_OUTCOME[decision.outcome ?? outcomeOfStatus(status)]
+    if (outcome === null) return
     const ms = Number.isFinite(reply.elapsedTime) ? reply.elapsedTime : 0
     const now = Date.now()
     const { tenant } = decision
@@ -152,10 +153,17 @@ export class UsageRecorder {
     return answers
   }
 
+  /**
+   * The batch in flight (held while Postgres was away), then, once it is written, what was counted since: a
+   * flush after an outage leaves nothing for the next interval, so usage stays within its bound (an interval).
+   */
   private async write(): Promise<void> {
-    if (this.inFlight === null) this.inFlight = this.cut()
-    if (this.inFlight === null) return
-    if (await this.writeBatch(this.inFlight)) this.inFlight = null
+    for (let batches = 0; batches < 2; batches++) {
+      if (this.inFlight === null) this.inFlight = this.cut()
+      if (this.inFlight === null) break
+      if (!(await this.writeBatch(this.inFlight))) return
+      this.inFlight = null
+    }
     await this.expire()
   }
 
