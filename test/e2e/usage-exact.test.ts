@@ -2,8 +2,9 @@
  * Usage is exact, whatever happens (issue 31): a known number of requests per
  * key, through two gateway replicas over HTTPS, while Postgres is cut (the
  * replicas reach it through a proxy that refuses them) and one replica gets
- * SIGTERM during the cut, mid-load. Postgres comes back; the stopped replica
- * writes the counts it held and exits 0; the other writes what it held and
+ * SIGTERM during the cut, mid-load. Postgres stays away for more than 3 s of
+ * the stopping replica's retries, then comes back; the stopped replica writes
+ * the counts it held and exits 0; the other writes what it held and
  * serves the rest. Every key's total in GET /v1/agency/usage (through the
  * gateway, with each agency's key) then equals the answers the client
  * received that the gateway attributes to the key, within 10 s of the last
@@ -26,11 +27,22 @@ import { waitFor } from '../helpers/wait-for.js'
 const VISIBLE_WITHIN_MS = 10_000
 /** What a replica logs when a usage batch could not be written (usage-recorder.ts). */
 const WRITE_FAILED = 'could not write usage; will retry the same batch'
+/** Longer than this past its drain, Postgres stays away from the stopping replica: its write window is longer (docs/operations.md). */
+const STOPPING_WRITE_MS = 3_500
 /** What a replica logs when it drops counts: at stop, or past its memory bound (usage-recorder.ts). */
 const DROPPED = /usage counts not written before the gateway stopped|usage memory bound reached/
 
 interface Report {
   series: Array<{ group: string | null; points: Array<{ requests: number }> }>
+}
+
+/** How long the stopping replica has been failing to write its usage: from its first failed write to its latest, by their log lines' times. */
+function failingFor(replica: StackReplica): number {
+  const times = sinceStopping(replica)
+    .split('\n')
+    .filter((line) => line.includes(WRITE_FAILED))
+    .map((line) => Date.parse((JSON.parse(line) as { time: string }).time))
+  return times.length < 2 ? 0 : times[times.length - 1]! - times[0]!
 }
 
 /** Whether the replica trusts the keys it holds: its readiness's invalidation log check. */
@@ -122,8 +134,18 @@ t.test('every key counted exactly through SIGTERM and a Postgres outage', async 
   // again), and the first replica is told to stop in the middle of it.
   load.release(1)
   const stopped = first.stop('SIGTERM')
-  // The stopping replica cannot write the counts it holds, and keeps trying.
-  await waitFor(() => sinceStopping(first).includes(WRITE_FAILED), 'the stopping replica failing to write its counts', 20_000, 50)
+  // The stopping replica cannot write the counts it holds, and keeps trying, past the 3 s a stop once allowed the write.
+  let exited = false
+  void stopped.then(() => (exited = true))
+  await waitFor(
+    () => {
+      if (exited) throw new Error(`the stopping replica exited while Postgres was away:\n${first.process.tail(5)}`)
+      return failingFor(first) > STOPPING_WRITE_MS
+    },
+    'the stopping replica failing to write its counts for a while',
+    20_000,
+    50,
+  )
   await waitFor(() => load.answersOf('second').notAttributed > 0, 'the other replica answering 503 for keys it cannot verify', 20_000, 50)
   await proxy.restore()
 
