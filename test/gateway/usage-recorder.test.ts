@@ -7,6 +7,8 @@
  * by default, never the query).
  */
 import { randomUUID } from 'node:crypto'
+import { createServer } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import t from 'tap'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { createPool } from '@scoped/shared/db'
@@ -168,6 +170,30 @@ t.test('counts are held while Postgres is cut and written exactly once when it i
   t.equal(usage.pending(), 0, 'that one flush wrote the held batch and what was counted since: nothing waits for another interval')
   t.same(await totals(db.pool, 'usage_minutes', key.keyId), { 'served 2 /v1/agents': 9 })
   t.match(await metrics.text(), /gateway_usage_flushes_total\{result="error"\} [1-9]/)
+})
+
+t.test('a replica stopping while Postgres hangs gives up within its stop deadline: its counts dropped, counted and said', async (t) => {
+  // A Postgres that accepts connections and never answers (a network that drops packets, say).
+  const sockets = new Set<Socket>()
+  const hanging = createServer((socket) => {
+    sockets.add(socket)
+    socket.on('error', () => undefined)
+  })
+  await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve))
+  const pool = createPool(`postgres://postgres@127.0.0.1:${(hanging.address() as AddressInfo).port}/nowhere`, { max: 2 })
+  t.teardown(() => pool.end().catch(() => undefined))
+  // Last in, first out: the connections are cut before the pool ends, so it need not wait for them.
+  t.teardown(() => {
+    for (const socket of sockets) socket.destroy()
+    hanging.close()
+  })
+  const { usage, metrics } = recorder(pool)
+  usage.record(...answered(newKey(), 'forwarded', 200))
+  let stopped = false
+  void usage.stop(200).then(() => (stopped = true))
+  // Far less than a write's own deadline, or the pool's wait for a connection: the stop's deadline bounds the write too.
+  await waitFor(() => stopped, 'the stop giving up', 2_500)
+  t.match(await metrics.text(), /gateway_usage_dropped_total\{kind="counts"\} 1/)
 })
 
 t.test('past the memory bound counts are dropped, counted in a metric and said', async (t) => {

@@ -71,6 +71,8 @@ export class UsageRecorder {
   private timer: NodeJS.Timeout | undefined
   private flushing: Promise<void> = Promise.resolve()
   private lastExpiry = 0
+  /** Once stopping: when the stop gives up (epoch ms); no write may outlast it, so a Postgres that hangs still ends in "dropped", said. */
+  private stopBy = Infinity
 
   constructor(
     private readonly pool: Pool,
@@ -134,6 +136,7 @@ export class UsageRecorder {
   async stop(deadlineMs: number): Promise<void> {
     clearInterval(this.timer)
     const until = Date.now() + deadlineMs
+    this.stopBy = until
     await this.flush()
     while (this.pending() > 0 && Date.now() < until) {
       await new Promise((resolve) => setTimeout(resolve, 250))
@@ -200,7 +203,7 @@ export class UsageRecorder {
           days: rows.days,
           alsoWrite: (client) => writeRequestLog(client, log, cap),
         }),
-        WRITE_DEADLINE_MS,
+        Math.max(1, Math.min(WRITE_DEADLINE_MS, this.stopBy - Date.now())),
         'writing usage',
       )
       this.metrics.countUsageFlush(true)
