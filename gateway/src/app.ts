@@ -63,7 +63,12 @@ export interface Gateway {
 
 /** How long idle keep-alive connections (and TLS handshakes under way) are kept at shutdown, so a request already on its way is answered, not reset. */
 const IDLE_GRACE_MS = 1_000
-/** How long a stopping replica keeps trying to write its last usage batch (main.ts gives the whole stop STOP_MARGIN_MS past the drain). */
+/**
+ * How long past the drain deadline (counted from the signal) a stopping replica keeps trying to write its last usage
+ * batch, and the least it gets after a drain that took it all (main.ts gives the whole stop STOP_MARGIN_MS past the
+ * drain deadline). A drain that ends early leaves the rest of the deadline to the write: a replica stopped while
+ * Postgres is away still writes its counts if Postgres is back within that time.
+ */
 const USAGE_STOP_MS = 3_000
 /** The operations listener's connections: probes and a scraper need a few. */
 const ADMIN_CONNECTIONS = { max: 64, perClient: 64 } as const
@@ -142,11 +147,12 @@ export async function buildGateway(deps: GatewayDeps): Promise<Gateway> {
       return { api: portOf(api.server), plain: portOf(plain), admin: portOf(operations.server) }
     },
     async close() {
+      const stopAt = Date.now()
       draining = true
       await drainListeners(api, plain, guards, config.deadlines.drain, log)
       await upstreams.close()
       // Every answer is sent: its count is written before the pool ends (retried while Postgres is away, for a bounded time).
-      await usage.stop(USAGE_STOP_MS)
+      await usage.stop(Math.max(USAGE_STOP_MS, stopAt + config.deadlines.drain + USAGE_STOP_MS - Date.now()))
       await keys.stop()
       await pool.end()
       guards.admin.cutAll()

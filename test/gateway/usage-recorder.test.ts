@@ -7,6 +7,8 @@
  * by default, never the query).
  */
 import { randomUUID } from 'node:crypto'
+import { createServer } from 'node:net'
+import type { AddressInfo, Socket } from 'node:net'
 import t from 'tap'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { createPool } from '@scoped/shared/db'
@@ -69,7 +71,12 @@ function newKey(): Key {
 }
 
 /** A request of `key` that ended as `outcome` with `status`, as the onResponse hook sees it. */
-function answered(key: Key, outcome: 'forwarded' | 'expired' | 'upstream-error', status: number, path = '/v1/agents/1'): [FastifyRequest, FastifyReply] {
+function answered(
+  key: Key,
+  outcome: 'forwarded' | 'expired' | 'upstream-error' | 'unavailable',
+  status: number,
+  path = '/v1/agents/1',
+): [FastifyRequest, FastifyReply] {
   const state = { status: 'active' as const, tenant: { scope: 'SUB-ACCOUNT' as const, ...key } }
   const target = { path, query: 'secret=1' }
   const decision =
@@ -113,6 +120,20 @@ t.test('counts are written as minute, hour and day rows that agree', async (t) =
   t.equal(usage.pending(), 0)
 })
 
+t.test('an answer that authentication is unavailable is never counted, even for a key the gate had found', async (t) => {
+  const db = await createTestDatabase(t)
+  const { usage } = recorder(db.pool)
+  const key = newKey()
+  // The forwarder's re-check of a key the gate passed could not reach the stores: 503, as at the gate, where no key is known.
+  usage.record(...answered(key, 'unavailable', 503))
+  t.equal(usage.pending(), 0, 'nothing counted')
+  usage.record(...answered(key, 'forwarded', 200))
+  await usage.flush()
+  t.same(await totals(db.pool, 'usage_minutes', key.keyId), { 'served 2 /v1/agents': 1 })
+  const { rows } = await db.pool.query('SELECT 1 FROM request_log WHERE key_id = $1', [key.keyId])
+  t.equal(rows.length, 0, 'nor logged')
+})
+
 t.test('a batch is applied once, however often it is sent', async (t) => {
   const db = await createTestDatabase(t)
   const key = newKey()
@@ -145,10 +166,35 @@ t.test('counts are held while Postgres is cut and written exactly once when it i
   await proxy.restore()
   await waitFor(async () => {
     await usage.flush()
-    return usage.pending() === 0
-  }, 'the held counts are written')
+    return usage.pending() < 8
+  }, 'a flush that reaches Postgres')
+  t.equal(usage.pending(), 0, 'that one flush wrote the held batch and what was counted since: nothing waits for another interval')
   t.same(await totals(db.pool, 'usage_minutes', key.keyId), { 'served 2 /v1/agents': 9 })
   t.match(await metrics.text(), /gateway_usage_flushes_total\{result="error"\} [1-9]/)
+})
+
+t.test('a replica stopping while Postgres hangs gives up within its stop deadline: its counts dropped, counted and said', async (t) => {
+  // A Postgres that accepts connections and never answers (a network that drops packets, say).
+  const sockets = new Set<Socket>()
+  const hanging = createServer((socket) => {
+    sockets.add(socket)
+    socket.on('error', () => undefined)
+  })
+  await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve))
+  const pool = createPool(`postgres://postgres@127.0.0.1:${(hanging.address() as AddressInfo).port}/nowhere`, { max: 2 })
+  t.teardown(() => pool.end().catch(() => undefined))
+  // Last in, first out: the connections are cut before the pool ends, so it need not wait for them.
+  t.teardown(() => {
+    for (const socket of sockets) socket.destroy()
+    hanging.close()
+  })
+  const { usage, metrics } = recorder(pool)
+  usage.record(...answered(newKey(), 'forwarded', 200))
+  let stopped = false
+  void usage.stop(200).then(() => (stopped = true))
+  // Far less than a write's own deadline, or the pool's wait for a connection: the stop's deadline bounds the write too.
+  await waitFor(() => stopped, 'the stop giving up', 2_500)
+  t.match(await metrics.text(), /gateway_usage_dropped_total\{kind="counts"\} 1/)
 })
 
 t.test('past the memory bound counts are dropped, counted in a metric and said', async (t) => {

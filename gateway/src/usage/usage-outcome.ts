@@ -5,7 +5,11 @@
  * `served` is every request that was forwarded; its status class says how the
  * backend (or the way to it: 502, 503) answered. Outcomes a request with a
  * known key cannot have (no key, the documents, the console) map to
- * bad-request, never seen in practice; nor is `deleted` ever counted (a
+ * bad-request, never seen in practice. `null`: never counted. An answer that
+ * says authentication is unavailable (503) is not attributed to the key, even
+ * when the gate had found it before a re-check failed: the client cannot tell
+ * one such answer from another, and a count that the client can check must
+ * not depend on where the failure happened. Nor is `deleted` ever counted (a
  * deleted key is counted for no one: usage-recorder.ts).
  */
 import type { UsageOutcome } from '@scoped/shared/usage'
@@ -17,7 +21,7 @@ export const USAGE_OUTCOME = {
   'upstream-share': 'served',
   'upstream-error': 'served',
   error: 'served',
-  unavailable: 'served',
+  unavailable: null,
   draining: 'served',
   revoked: 'revoked',
   deleted: 'revoked',
@@ -45,4 +49,4 @@ export const USAGE_OUTCOME = {
   session: 'bad-request',
   document: 'bad-request',
   report: 'bad-request',
-} as const satisfies Record<RequestOutcome, UsageOutcome>
+} as const satisfies Record<RequestOutcome, UsageOutcome | null>

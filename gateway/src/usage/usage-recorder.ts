@@ -71,6 +71,8 @@ export class UsageRecorder {
   private timer: NodeJS.Timeout | undefined
   private flushing: Promise<void> = Promise.resolve()
   private lastExpiry = 0
+  /** Once stopping: when the stop gives up (epoch ms); no write may outlast it, so a Postgres that hangs still ends in "dropped", said. */
+  private stopBy = Infinity
 
   constructor(
     private readonly pool: Pool,
@@ -84,9 +86,10 @@ export class UsageRecorder {
   }
 
   /**
-   * At the end of a request (onResponse): counted when a key's tenant is known, logged when the log keeps it.
-   * A deleted key's request is counted for no one: the key no longer exists for its tenant (even when the
-   * request began while it did and the forwarder's second check refused it).
+   * At the end of a request (onResponse): counted when a key's tenant is known and the answer is attributed
+   * to it (usage-outcome.ts), logged when the log keeps it. A deleted key's request is counted for no one:
+   * the key no longer exists for its tenant (even when the request began while it did and the forwarder's
+   * second check refused it).
    */
   record(request: FastifyRequest, reply: FastifyReply): void {
     const decision = request.gateway
@@ -99,6 +102,7 @@ export class UsageRecorder {
     if (decision.outcome === 'deleted') return
     const status = reply.statusCode
     const outcome = USAGE_OUTCOME[decision.outcome ?? outcomeOfStatus(status)]
+    if (outcome === null) return
     const ms = Number.isFinite(reply.elapsedTime) ? reply.elapsedTime : 0
     const now = Date.now()
     const { tenant } = decision
@@ -143,6 +147,7 @@ export class UsageRecorder {
   async stop(deadlineMs: number): Promise<void> {
     clearInterval(this.timer)
     const until = Date.now() + deadlineMs
+    this.stopBy = until
     await this.flush()
     while (this.pending() > 0 && Date.now() < until) {
       await new Promise((resolve) => setTimeout(resolve, 250))
@@ -162,10 +167,17 @@ export class UsageRecorder {
     return answers
   }
 
+  /**
+   * The batch in flight (held while Postgres was away), then, once it is written, what was counted since: a
+   * flush after an outage leaves nothing for the next interval, so usage stays within its bound (an interval).
+   */
   private async write(): Promise<void> {
-    if (this.inFlight === null) this.inFlight = this.cut()
-    if (this.inFlight === null) return
-    if (await this.writeBatch(this.inFlight)) this.inFlight = null
+    for (let batches = 0; batches < 2; batches++) {
+      if (this.inFlight === null) this.inFlight = this.cut()
+      if (this.inFlight === null) break
+      if (!(await this.writeBatch(this.inFlight))) return
+      this.inFlight = null
+    }
     await this.expire()
   }
 
@@ -202,7 +214,7 @@ export class UsageRecorder {
           days: rows.days,
           alsoWrite: (client) => writeRequestLog(client, log, cap),
         }),
-        WRITE_DEADLINE_MS,
+        Math.max(1, Math.min(WRITE_DEADLINE_MS, this.stopBy - Date.now())),
         'writing usage',
       )
       this.metrics.countUsageFlush(true)
