@@ -16,6 +16,10 @@ export function createPool(databaseUrl: string, options: PoolOptions = {}): pg.P
     application_name: options.applicationName ?? 'scoped-api',
     connectionTimeoutMillis: 5_000,
     idleTimeoutMillis: 30_000,
+    // A connection whose peer vanished (a Postgres host lost, a partition) is found dead by TCP keepalive
+    // instead of holding its pool slot until the kernel gives up on it.
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
   })
   // An idle client that loses its connection emits here; without a listener the process would crash.
   pool.on('error', () => undefined)
