@@ -174,6 +174,8 @@ export async function usageScale(databaseUrl: string, keys: number, runs: number
   const replica = await replicaFigures(databaseUrl, keys)
   const pool = createPool(databaseUrl, { max: 1, applicationName: 'bench usage' })
   try {
+    // The replica's rows go: the sizes below are of the seeded rows alone.
+    await pool.query('TRUNCATE usage_minutes, usage_hours, usage_days, usage_batches')
     const hourMs = 3_600_000
     const thisHour = Math.floor(Date.now() / hourMs) * hourMs
     const hours = { first: new Date(thisHour - DAYS * 24 * hourMs), last: new Date(thisHour - hourMs) }
