@@ -14,7 +14,12 @@
  *    forwarder and the gateway serving the same load at the same time;
  * 4. cold-paths.ts: first use of keys held only by Redis, or only by Postgres;
  * 5. soak.ts: the gateway's RSS over BENCH_SOAK_SECONDS at full load;
- * 6. flood.ts: its RSS and negative cache under BENCH_FLOOD_KEYS unknown keys.
+ * 6. flood.ts: its RSS and negative cache under BENCH_FLOOD_KEYS unknown keys;
+ * 7. usage-scale.ts: a replica's usage counts of BENCH_USAGE_KEYS keys in one
+ *    minute (memory, one flush) and the usage report of an agency with 1 000
+ *    keys over 30 days of hourly rows (p50/p95, the plan's indexes).
+ *
+ * BENCH_ONLY=usage-scale runs step 7 alone (it needs Postgres only).
  *
  * Progress goes to stderr; the report (Markdown) to stdout, and the whole run
  * as JSON to bench-results/<ISO time>.json. The exit status is 0 whether or
@@ -24,7 +29,7 @@
  * key prefix, removed at the end).
  */
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createPool } from '@scoped/shared/db'
@@ -40,6 +45,7 @@ import type { Target } from './bench/measure.js'
 import { millionKeys } from './bench/million-keys.js'
 import { findNginx, startNginx } from './bench/nginx.js'
 import { machine } from './bench/proc-stats.js'
+import { projectRoot } from '../test/helpers/processes.js'
 import type { Started } from './bench/processes.js'
 import { freePort, startNode } from './bench/processes.js'
 import type { Settings } from './bench/report.js'
@@ -50,6 +56,8 @@ import { sideBySide, sideRate } from './bench/side-by-side.js'
 import { loadGenerator, NODE_CLIENT } from './bench/load-generator.js'
 import { SOAK_WARM_UP_SECONDS, soak } from './bench/soak.js'
 import { BARE, GATEWAY, GATEWAY_RESTRICTED, GATEWAY_USAGE_OFF, NO_CHECKS } from './bench/summary.js'
+import { usageScale } from './bench/usage-scale.js'
+import { usageScaleMarkdown } from './bench/usage-scale-report.js'
 
 function whole(name: string, fallback: number, min: number): number {
   const text = process.env[name]?.trim()
@@ -73,6 +81,40 @@ function readSettings(): Settings {
     sideWindows: whole('BENCH_SIDE_WINDOWS', 5, 1),
     pairedSeconds: whole('BENCH_PAIRED_SECONDS', 20, 1),
     coldKeys: COLD_KEYS,
+    usageKeys: whole('BENCH_USAGE_KEYS', 100_000, 1),
+    usageQueries: whole('BENCH_USAGE_QUERIES', 30, 1),
+  }
+}
+
+/** The steps that can run alone (BENCH_ONLY); unset: the whole benchmark. */
+const ONLY = ['usage-scale'] as const
+
+function readOnly(): (typeof ONLY)[number] | null {
+  const text = process.env['BENCH_ONLY']?.trim()
+  if (text === undefined || text === '') return null
+  const step = ONLY.find((name) => name === text)
+  if (step === undefined) throw new Error(`BENCH_ONLY must be one of ${ONLY.join(', ')} (or unset for the whole benchmark), got ${JSON.stringify(text)}`)
+  return step
+}
+
+/** BENCH_ONLY=usage-scale: the usage-at-scale step alone, on a temporary database of its own. */
+async function usageScaleOnly(settings: Settings): Promise<void> {
+  const startedAt = new Date().toISOString()
+  const host = machine()
+  const db = await temporaryDatabase()
+  try {
+    await migrate(db.url)
+    const scale = await usageScale(db.url, settings.usageKeys, settings.usageQueries, progress)
+    const dir = join(projectRoot, 'bench-results')
+    mkdirSync(dir, { recursive: true })
+    const file = `bench-results/${startedAt}-usage-scale.json`
+    writeFileSync(
+      join(projectRoot, file),
+      `${JSON.stringify({ startedAt, finishedAt: new Date().toISOString(), machine: host, settings, usageScale: scale }, null, 2)}\n`,
+    )
+    process.stdout.write(usageScaleMarkdown(startedAt, host, scale, file))
+  } finally {
+    await db.drop().catch((error: unknown) => progress(`clean-up: dropping the database failed: ${String(error)}`))
   }
 }
 
@@ -100,6 +142,7 @@ interface Targets {
 
 async function main(): Promise<void> {
   const settings = readSettings()
+  if (readOnly() === 'usage-scale') return usageScaleOnly(settings)
   const startedAt = new Date().toISOString()
   const host = machine()
   const generator = loadGenerator()
@@ -128,6 +171,8 @@ async function main(): Promise<void> {
     const measured = await measureTargets(settings, targets, () =>
       coldPaths(pool, tenant, targets.gateway, () => startGateway('warming replica', targets.setup)),
     )
+    // Last: its seeding writes a gigabyte or so to Postgres, which the gateway's measurements should not share.
+    const scale = await usageScale(db.url, settings.usageKeys, settings.usageQueries, progress)
     const finishedAt = new Date().toISOString()
     const report = buildReport({
       startedAt,
@@ -138,6 +183,7 @@ async function main(): Promise<void> {
       notes: run.notes,
       million,
       ...measured,
+      usageScale: scale,
     })
     const file = writeJson(report)
     process.stdout.write(markdown(report, file))

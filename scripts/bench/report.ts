@@ -18,6 +18,8 @@ import type { Soak } from './soak.js'
 import { SOAK_GROWTH_TARGET } from './soak.js'
 import type { Check, TargetSummary } from './summary.js'
 import { BARE, GATEWAY, NO_CHECKS, non200, summarize, usageCheck, warmChecks } from './summary.js'
+import type { UsageScale } from './usage-scale.js'
+import { usageScaleChecks, usageScaleSection } from './usage-scale-report.js'
 
 export interface Settings {
   rounds: number
@@ -31,6 +33,9 @@ export interface Settings {
   sideWindows: number
   /** Seconds of each of the two targets in the paired measurement. */
   pairedSeconds: number
+  /** Keys a replica counts in one minute, and reports timed per query, in the usage-at-scale step. */
+  usageKeys: number
+  usageQueries: number
 }
 
 export interface Run {
@@ -52,6 +57,7 @@ export interface Run {
   cold: ColdPaths
   soak: Soak
   flood: Flood
+  usageScale: UsageScale
 }
 
 export interface Report extends Run {
@@ -101,6 +107,7 @@ export function buildReport(run: Run): Report {
       target: `≤ ${whole(UNKNOWN_ENTRIES_BOUND)}`,
       met: flood.bounded,
     },
+    ...usageScaleChecks(run.usageScale),
   ]
   return { ...run, summary: summarize(run.rounds), checks }
 }
@@ -145,6 +152,7 @@ export function markdown(report: Report, jsonFile: string): string {
     ...coldSection(report),
     ...millionSection(report.million),
     ...memorySection(report),
+    ...usageScaleSection(report.usageScale),
     '',
     `Whole run: ${jsonFile}`,
     '',

@@ -26,44 +26,85 @@ export interface UsageRow {
 export interface UsageBatch {
   replicaId: string
   seq: number
+  /** Rows of usage_minutes, also summed to their hour and (UTC) day into usage_hours and usage_days in the same statement. */
   minutes: readonly UsageRow[]
-  hours: readonly UsageRow[]
-  days: readonly UsageRow[]
+  /** Rows added to usage_hours and usage_days as they are, besides the minutes' sums (a back-fill, or rows older than minutes are kept). */
+  hours?: readonly UsageRow[]
+  days?: readonly UsageRow[]
   /** Extra work in the same transaction (the request log's rows: request-log-store.ts). */
   alsoWrite?: (client: PoolClient) => Promise<void>
 }
 
 export const USAGE_TABLES = { minute: 'usage_minutes', hour: 'usage_hours', day: 'usage_days' } as const
 
+const COLUMNS = 'bucket, key_id, agency_id, sub_account_id, route, outcome, status_class, requests, latency'
+const CONFLICT = `ON CONFLICT (key_id, bucket, route, outcome, status_class)
+  DO UPDATE SET requests = u.requests + excluded.requests, latency = usage_add_histograms(u.latency, excluded.latency)`
+/** The rows of a batch as parameters $1–$9, one array per column. */
+const ROWS = `SELECT r.bucket, r.key_id, r.agency_id, r.sub_account_id, r.route, r.outcome, r.status_class, r.requests, r.latency::bigint[] AS latency
+  FROM unnest($1::timestamptz[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::smallint[], $8::bigint[], $9::text[])
+       AS r (bucket, key_id, agency_id, sub_account_id, route, outcome, status_class, requests, latency)`
+
+/** A histogram as an array literal, without its trailing zeros (a missing element counts 0 everywhere histograms are read or added). */
+function histogramText(latency: ArrayLike<number>): string {
+  let end = latency.length
+  while (end > 1 && latency[end - 1] === 0) end--
+  let text = '{'
+  for (let i = 0; i < end; i++) text += i === 0 ? String(latency[i]) : `,${latency[i]}`
+  return `${text}}`
+}
+
+function columns(rows: readonly UsageRow[]): unknown[] {
+  return [
+    rows.map((row) => new Date(row.bucket).toISOString()),
+    rows.map((row) => row.keyId),
+    rows.map((row) => row.agencyId),
+    rows.map((row) => row.subAccountId),
+    rows.map((row) => row.route),
+    rows.map((row) => row.outcome),
+    rows.map((row) => row.statusClass),
+    rows.map((row) => row.requests),
+    rows.map((row) => histogramText(row.latency)),
+  ]
+}
+
+/**
+ * One statement for a batch's minute rows, whatever their number: added to
+ * usage_minutes, and summed to the hour and the day into usage_hours and
+ * usage_days. When every row is of one minute (the usual batch of a few
+ * seconds), each row is already its own hour's and day's sum.
+ */
+function minutesSql(oneMinute: boolean): string {
+  const rolledUp = (period: 'hour' | 'day'): string =>
+    oneMinute
+      ? `SELECT date_trunc('${period}', bucket, 'UTC'), key_id, agency_id, sub_account_id, route, outcome, status_class, requests, latency FROM r`
+      : `SELECT date_trunc('${period}', bucket, 'UTC'), key_id, agency_id, sub_account_id, route, outcome, status_class, sum(requests), usage_histogram_sum(latency)
+           FROM r GROUP BY 1, 2, 3, 4, 5, 6, 7`
+  return `WITH r AS MATERIALIZED (${ROWS}),
+    minutes AS (INSERT INTO usage_minutes AS u (${COLUMNS}) SELECT ${COLUMNS} FROM r ${CONFLICT}),
+    hours AS (INSERT INTO usage_hours AS u (${COLUMNS}) ${rolledUp('hour')} ${CONFLICT})
+    INSERT INTO usage_days AS u (${COLUMNS}) ${rolledUp('day')} ${CONFLICT}`
+}
+
+async function addMinutes(client: PoolClient, rows: readonly UsageRow[]): Promise<void> {
+  if (rows.length === 0) return
+  const oneMinute = rows.every((row) => row.bucket === rows[0]!.bucket)
+  await client.query(minutesSql(oneMinute), columns(rows))
+}
+
 async function addRows(client: PoolClient, table: string, rows: readonly UsageRow[]): Promise<void> {
   if (rows.length === 0) return
-  await client.query(
-    `INSERT INTO ${sqlIdentifier(table)} AS u (bucket, key_id, agency_id, sub_account_id, route, outcome, status_class, requests, latency)
-     SELECT r.bucket, r.key_id, r.agency_id, r.sub_account_id, r.route, r.outcome, r.status_class, r.requests, r.latency::bigint[]
-       FROM unnest($1::timestamptz[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::smallint[], $8::bigint[], $9::text[])
-            AS r (bucket, key_id, agency_id, sub_account_id, route, outcome, status_class, requests, latency)
-     ON CONFLICT (key_id, bucket, route, outcome, status_class)
-     DO UPDATE SET requests = u.requests + excluded.requests, latency = usage_add_histograms(u.latency, excluded.latency)`,
-    [
-      rows.map((row) => new Date(row.bucket).toISOString()),
-      rows.map((row) => row.keyId),
-      rows.map((row) => row.agencyId),
-      rows.map((row) => row.subAccountId),
-      rows.map((row) => row.route),
-      rows.map((row) => row.outcome),
-      rows.map((row) => row.statusClass),
-      rows.map((row) => row.requests),
-      rows.map((row) => `{${Array.prototype.join.call(row.latency, ',')}}`),
-    ],
-  )
+  await client.query(`INSERT INTO ${sqlIdentifier(table)} AS u (${COLUMNS}) SELECT ${COLUMNS} FROM (${ROWS}) AS rows ${CONFLICT}`, columns(rows))
 }
 
 function bucketRange(batch: UsageBatch): [number, number] | null {
   let first = Infinity
   let last = -Infinity
-  for (const row of [...batch.minutes, ...batch.hours, ...batch.days]) {
-    if (row.bucket < first) first = row.bucket
-    if (row.bucket > last) last = row.bucket
+  for (const rows of [batch.minutes, batch.hours ?? [], batch.days ?? []]) {
+    for (const row of rows) {
+      if (row.bucket < first) first = row.bucket
+      if (row.bucket > last) last = row.bucket
+    }
   }
   return first === Infinity ? null : [first, last]
 }
@@ -75,9 +116,9 @@ export async function writeUsageBatch(pool: Pool, batch: UsageBatch): Promise<'a
     if (recorded.rowCount === 0) return 'duplicate'
     const range = bucketRange(batch)
     if (range !== null) await client.query('SELECT usage_prepare($1, $2)', [new Date(range[0]).toISOString(), new Date(range[1]).toISOString()])
-    await addRows(client, USAGE_TABLES.minute, batch.minutes)
-    await addRows(client, USAGE_TABLES.hour, batch.hours)
-    await addRows(client, USAGE_TABLES.day, batch.days)
+    await addMinutes(client, batch.minutes)
+    await addRows(client, USAGE_TABLES.hour, batch.hours ?? [])
+    await addRows(client, USAGE_TABLES.day, batch.days ?? [])
     if (batch.alsoWrite !== undefined) await batch.alsoWrite(client)
     return 'applied'
   })

@@ -138,11 +138,11 @@ t.test('a batch is applied once, however often it is sent', async (t) => {
   const db = await createTestDatabase(t)
   const key = newKey()
   const row = { bucket: Date.now() - (Date.now() % 60_000), ...key, route: '/v1/agents', outcome: 'served', statusClass: 2, requests: 5, latency: [0, 5] }
-  const batch = { replicaId: 'replica-a', seq: 1, minutes: [row], hours: [row], days: [row] }
+  const batch = { replicaId: 'replica-a', seq: 1, minutes: [row] }
   t.equal(await writeUsageBatch(db.pool, batch), 'applied')
   t.equal(await writeUsageBatch(db.pool, batch), 'duplicate', 'the same replica and sequence again: nothing added')
   t.equal(await writeUsageBatch(db.pool, { ...batch, replicaId: 'replica-b' }), 'applied', 'another replica adds to the same rows')
-  t.same(await totals(db.pool, 'usage_minutes', key.keyId), { 'served 2 /v1/agents': 10 })
+  for (const table of ['usage_minutes', 'usage_hours', 'usage_days']) t.same(await totals(db.pool, table, key.keyId), { 'served 2 /v1/agents': 10 }, table)
 })
 
 t.test('counts are held while Postgres is cut and written exactly once when it is back', async (t) => {

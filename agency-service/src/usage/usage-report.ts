@@ -141,8 +141,8 @@ export function firstBucket(from: Date, granularity: Granularity): number {
   return ms - (((ms % BUCKET_MS[granularity]) + BUCKET_MS[granularity]) % BUCKET_MS[granularity])
 }
 
-export async function usageReport(pool: Pool, owner: UsageOwner, request: UsageRequest): Promise<UsageReport> {
-  await checkOwnership(pool, owner, request)
+/** The statement of a report (the benchmark and the tests read its plan): the counts of the range, summed per bucket, group, outcome and status class. */
+export function usageQuery(owner: UsageOwner, request: UsageRequest): { text: string; values: unknown[]; start: number } {
   const start = firstBucket(request.from, request.granularity)
   const values: unknown[] = [owner.agencyId, new Date(start).toISOString(), request.to.toISOString()]
   const where = ['agency_id = $1', 'bucket >= $2', 'bucket < $3']
@@ -153,12 +153,16 @@ export async function usageReport(pool: Pool, owner: UsageOwner, request: UsageR
   const subAccountId = owner.subAccountId ?? request.subAccountId
   if (subAccountId !== undefined) add((p) => `sub_account_id = ${p}`, subAccountId)
   if (request.keyId !== undefined) add((p) => `key_id = ${p}`, request.keyId)
-  const { rows } = await pool.query<Row>(
-    `SELECT (extract(epoch FROM bucket) * 1000)::bigint::text AS at_ms, ${GROUP_COLUMN[request.groupBy ?? 'none']} AS grp, outcome, status_class,
+  const text = `SELECT (extract(epoch FROM bucket) * 1000)::bigint::text AS at_ms, ${GROUP_COLUMN[request.groupBy ?? 'none']} AS grp, outcome, status_class,
             sum(requests)::text AS requests, usage_histogram_sum(latency)::text[] AS latency
-       FROM ${TABLE[request.granularity]} WHERE ${where.join(' AND ')} GROUP BY 1, 2, 3, 4`,
-    values,
-  )
+       FROM ${TABLE[request.granularity]} WHERE ${where.join(' AND ')} GROUP BY 1, 2, 3, 4`
+  return { text, values, start }
+}
+
+export async function usageReport(pool: Pool, owner: UsageOwner, request: UsageRequest): Promise<UsageReport> {
+  await checkOwnership(pool, owner, request)
+  const { text, values, start } = usageQuery(owner, request)
+  const { rows } = await pool.query<Row>(text, values)
   return buildReport(request, start, rows)
 }
 

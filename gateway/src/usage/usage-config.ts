@@ -62,6 +62,7 @@ export function readUsageOptions(env: Env): UsageOptions {
     // Usage must be visible within 10 s: a flush interval above 8 s could not promise it.
     intervalMs: readDuration(env, 'USAGE_FLUSH_INTERVAL', defaults.intervalMs / 1000, 1, 8) * 1000,
     maxCells: readCount(env, 'USAGE_MAX_CELLS', defaults.maxCells, 1_000, 100_000_000),
+    writeDeadlineMs: defaults.writeDeadlineMs,
     retention: Object.freeze({
       minutes: readDuration(env, 'USAGE_RETENTION_MINUTES', defaults.retention.minutes, DAY, 90 * DAY),
       hours: readDuration(env, 'USAGE_RETENTION_HOURS', defaults.retention.hours, DAY, 800 * DAY),

@@ -18,14 +18,13 @@ import type { Pool } from '@scoped/shared/db'
 import type { Logger } from '@scoped/shared/logger'
 import type { RequestLogRow } from '@scoped/shared/request-log-store'
 import { expireRequestLog, writeRequestLog } from '@scoped/shared/request-log-store'
-import type { UsageRetention } from '@scoped/shared/usage-store'
+import type { UsageRetention, UsageRow } from '@scoped/shared/usage-store'
 import { expireUsage, writeUsageBatch } from '@scoped/shared/usage-store'
 import { withDeadline } from '@scoped/shared/deadline'
 import type { GatewayMetrics } from '../metrics.js'
 import { outcomeOfStatus } from '../outcomes.js'
 import { loggablePath } from '../request-log.js'
 import type { Route } from '../route-map.js'
-import type { BatchRows } from './usage-batch.js'
 import { batchRows } from './usage-batch.js'
 import { UsageCounts } from './usage-counts.js'
 import { USAGE_OUTCOME } from './usage-outcome.js'
@@ -38,6 +37,8 @@ export interface UsageOptions {
   counting: boolean
   intervalMs: number
   maxCells: number
+  /** A write that takes longer is given up (and its batch retried, safely: it is idempotent). */
+  writeDeadlineMs: number
   retention: UsageRetention
   requestLog: { mode: RequestLogMode; maxPending: number; capPerAgency: number; maxAgeSeconds: number }
 }
@@ -46,18 +47,20 @@ export const DEFAULT_USAGE_OPTIONS: UsageOptions = {
   counting: true,
   intervalMs: 5_000,
   maxCells: 250_000,
+  writeDeadlineMs: 10_000,
   retention: { minutes: 7 * 86_400, hours: 90 * 86_400, days: 400 * 86_400 },
   requestLog: { mode: 'errors', maxPending: 20_000, capPerAgency: 100_000, maxAgeSeconds: 30 * 86_400 },
 }
 
 /** How often a replica drops the partitions past their retention. */
 const EXPIRY_INTERVAL_MS = 3_600_000
-/** A write that takes longer is given up (and its batch retried, safely). */
-const WRITE_DEADLINE_MS = 10_000
 
 interface Batch {
   seq: number
-  rows: BatchRows
+  /** Minute rows (their hours and days are summed by the writer). */
+  rows: UsageRow[]
+  /** Answers counted in them. */
+  requests: number
   log: RequestLogRow[]
   cells: number
 }
@@ -162,9 +165,7 @@ export class UsageRecorder {
 
   /** Answers counted but not yet written (the batch in flight and what is counted since). */
   pending(): number {
-    let answers = this.inFlight?.rows.requests ?? 0
-    if (this.counts.cells > 0) answers += batchRows(this.counts.peek(), this.routes).requests
-    return answers
+    return (this.inFlight?.requests ?? 0) + this.counts.requests
   }
 
   /**
@@ -189,7 +190,7 @@ export class UsageRecorder {
     this.log = []
     if (taken.cells === 0 && log.length === 0) return null
     this.seq++
-    return { seq: this.seq, rows: batchRows(taken.minutes, this.routes), log, cells: taken.cells }
+    return { seq: this.seq, rows: batchRows(taken.counts, this.routes), requests: taken.requests, log, cells: taken.cells }
   }
 
   private reportDropped(counts: number): void {
@@ -201,7 +202,7 @@ export class UsageRecorder {
   }
 
   private async writeBatch(batch: Batch): Promise<boolean> {
-    const { rows, log } = batch
+    const { rows, log, requests } = batch
     const cap = this.options.requestLog.capPerAgency
     try {
       this.metrics.countRoundTrip('postgres')
@@ -209,19 +210,17 @@ export class UsageRecorder {
         writeUsageBatch(this.pool, {
           replicaId: this.replicaId,
           seq: batch.seq,
-          minutes: rows.minutes,
-          hours: rows.hours,
-          days: rows.days,
+          minutes: rows,
           alsoWrite: (client) => writeRequestLog(client, log, cap),
         }),
-        Math.max(1, Math.min(WRITE_DEADLINE_MS, this.stopBy - Date.now())),
+        Math.max(1, Math.min(this.options.writeDeadlineMs, this.stopBy - Date.now())),
         'writing usage',
       )
       this.metrics.countUsageFlush(true)
       return true
     } catch (error) {
       this.metrics.countUsageFlush(false)
-      this.logger.warn({ err: error, requests: rows.requests, seq: batch.seq }, 'could not write usage; will retry the same batch')
+      this.logger.warn({ err: error, requests, seq: batch.seq }, 'could not write usage; will retry the same batch')
       return false
     }
   }
