@@ -33,6 +33,11 @@ export interface UsageBatch {
   days?: readonly UsageRow[]
   /** Extra work in the same transaction (the request log's rows: request-log-store.ts). */
   alsoWrite?: (client: PoolClient) => Promise<void>
+  /**
+   * Postgres cancels any statement of the batch that runs longer: a writer that gave up waiting must not leave
+   * its statement holding a connection and row locks while its retry queues behind it.
+   */
+  statementTimeoutMs?: number
 }
 
 export const USAGE_TABLES = { minute: 'usage_minutes', hour: 'usage_hours', day: 'usage_days' } as const
@@ -112,6 +117,8 @@ function bucketRange(batch: UsageBatch): [number, number] | null {
 /** Applies a batch once: 'applied', or 'duplicate' when this replica's batch of that sequence was applied before. */
 export async function writeUsageBatch(pool: Pool, batch: UsageBatch): Promise<'applied' | 'duplicate'> {
   return inTransaction(pool, async (client) => {
+    if (batch.statementTimeoutMs !== undefined)
+      await client.query("SELECT set_config('statement_timeout', $1, true)", [`${Math.max(1, Math.ceil(batch.statementTimeoutMs))}ms`])
     const recorded = await client.query('INSERT INTO usage_batches (replica_id, seq) VALUES ($1, $2) ON CONFLICT DO NOTHING', [batch.replicaId, batch.seq])
     if (recorded.rowCount === 0) return 'duplicate'
     const range = bucketRange(batch)

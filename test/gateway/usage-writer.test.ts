@@ -3,7 +3,8 @@
  * real Postgres: a flush of thousands of keys is a handful of statements,
  * whatever the number of keys (the minute rows and their hour and day sums in
  * one), and the sums are exact, within one minute and across minutes of one
- * hour and day. No timing here: the bench (BENCH_ONLY=usage-scale) measures it.
+ * hour and day; a batch held up in Postgres is cancelled there, not left
+ * holding its connection. No timing here: the bench (BENCH_ONLY=usage-scale) measures it.
  */
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
@@ -76,7 +77,7 @@ t.test('a flush of thousands of keys is a few statements, and its hour and day r
   const writes = statements.filter((text) => /usage_(minutes|hours|days)/.test(text) && /INSERT/.test(text))
   t.equal(writes.length, 1, `one statement adds to the minute, hour and day rows of ${KEYS} keys`)
   const batch = statements.slice(0, statements.indexOf('COMMIT') + 1)
-  t.ok(batch.length <= 8, `the batch's transaction is a handful of statements: ${batch.length}`)
+  t.ok(batch.length <= 9, `the batch's transaction is a handful of statements: ${batch.length}`)
   const minutes = await sums(pool, 'usage_minutes')
   t.ok(minutes.rows >= 2 * KEYS, `${minutes.rows} minute rows: two cells per key (more when the minute turned while counting)`)
   t.equal(minutes.requests, requests, 'every answer is in the minute rows')
@@ -132,4 +133,35 @@ t.test('minute rows of several minutes are summed to their hour and day, exactly
     ['2026-01-15 00:00', 10, '{5,1,3,1}'],
     ['2026-01-16 00:00', 5, '{0,5}'],
   ])
+})
+
+t.test('a batch held up in Postgres past its statement timeout is cancelled there, its connection freed and nothing written', async (t) => {
+  const db = await createTestDatabase(t)
+  const pool = createPool(db.url, { max: 1 })
+  t.teardown(() => pool.end())
+  const row: UsageRow = {
+    bucket: Date.UTC(2026, 0, 15, 5, 1),
+    keyId: randomUUID(),
+    agencyId: randomUUID(),
+    subAccountId: null,
+    route: '/v1/agents',
+    outcome: 'served',
+    statusClass: 2,
+    requests: 1,
+    latency: [1],
+  }
+  // Another session holds the table the batch records itself in, as a stuck or slow Postgres would.
+  const blocker = await db.pool.connect()
+  await blocker.query('BEGIN')
+  await blocker.query('LOCK TABLE usage_batches IN EXCLUSIVE MODE')
+  const held = writeUsageBatch(pool, { replicaId: 'w', seq: 1, minutes: [row], statementTimeoutMs: 200 })
+  await t.rejects(held, { code: '57014' }, 'Postgres cancels the statement (query_canceled)')
+  await blocker.query('ROLLBACK')
+  blocker.release()
+  t.equal(
+    await writeUsageBatch(pool, { replicaId: 'w', seq: 1, minutes: [row], statementTimeoutMs: 5_000 }),
+    'applied',
+    'the one connection is free again, and the batch was never recorded',
+  )
+  t.equal((await sums(db.pool, 'usage_minutes')).requests, 1, 'its counts are written once')
 })

@@ -206,14 +206,16 @@ export class UsageRecorder {
     const cap = this.options.requestLog.capPerAgency
     try {
       this.metrics.countRoundTrip('postgres')
+      const deadlineMs = Math.max(1, Math.min(this.options.writeDeadlineMs, this.stopBy - Date.now()))
       await withDeadline(
         writeUsageBatch(this.pool, {
           replicaId: this.replicaId,
           seq: batch.seq,
           minutes: rows,
           alsoWrite: (client) => writeRequestLog(client, log, cap),
+          statementTimeoutMs: deadlineMs,
         }),
-        Math.max(1, Math.min(this.options.writeDeadlineMs, this.stopBy - Date.now())),
+        deadlineMs,
         'writing usage',
       )
       this.metrics.countUsageFlush(true)
