@@ -34,6 +34,7 @@ import type { FormOutcome } from './form-once.js'
 import { submitOnce } from './form-once.js'
 import { formTokenInput } from './form-token.js'
 import { html } from './html.js'
+import { secretField } from './secret-field.js'
 import { crumbs, formatTime, settingsTabs, tenantName } from './key-views.js'
 import { csrfInput, page } from './layout.js'
 import { takeReveal } from './one-time-display.js'
@@ -104,14 +105,7 @@ If you did not copy it, invite ${email} again: the new link is the one to send.<
 ${again}`
       : html`<h1>Invitation created</h1>
 <div class="warning" role="alert"><p><strong>Copy this link now and send it to ${email}. It will not be shown again.</strong></p></div>
-<div class="field">
-  <label for="invitation-link">Invitation link for ${email}</label>
-  <div class="key-box">
-    <input type="text" id="invitation-link" readonly value="${link}" spellcheck="false" autocomplete="off" aria-describedby="copy-status">
-    <button type="button" class="button-secondary" data-copy-target="invitation-link" data-copy-status="copy-status" hidden>Copy</button>
-  </div>
-  <p id="copy-status" class="hint" role="status" aria-live="polite"></p>
-</div>
+${secretField('invitation-link', html`Invitation link for ${email}`, link)}
 <p>It works once, until ${formatTime(invitation.expiresAt.toISOString(), '—')}.</p>
 ${again}`
   return page({

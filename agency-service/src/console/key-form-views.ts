@@ -16,6 +16,7 @@ import { errorSummary, fieldAttributes, fieldMessages, formTitle } from './form-
 import { formTokenInput } from './form-token.js'
 import type { SafeHtml } from './html.js'
 import { html } from './html.js'
+import { secretField } from './secret-field.js'
 import { csrfInput, page } from './layout.js'
 import type { ConsolePaths } from './paths.js'
 import type { ConsoleSession } from './sessions.js'
@@ -156,14 +157,7 @@ ${rollNote}
   <p><strong>Copy this key now. It will not be shown again.</strong></p>
   <p>Keep it on your servers, out of source control and out of client code. If it is lost, revoke it and create a new one.</p>
 </div>
-<div class="field">
-  <label for="new-key">API key “${key.name}” (${key.scope})</label>
-  <div class="key-box">
-    <input type="text" id="new-key" readonly value="${plaintext}" spellcheck="false" autocomplete="off" aria-describedby="copy-status">
-    <button type="button" class="button-secondary" data-copy-target="new-key" data-copy-status="copy-status" hidden>Copy</button>
-  </div>
-  <p id="copy-status" class="hint" role="status" aria-live="polite"></p>
-</div>
+${secretField('new-key', html`API key “${key.name}” (${key.scope})`, plaintext)}
 ${expirySentence(key)}
 ${key.allowedCidrs.length > 0 && html`<p>It can be used only from ${key.allowedCidrs.map((cidr, index) => html`${index > 0 ? ', ' : ''}<code>${cidr}</code>`)}.</p>`}
 <p class="actions"><a class="button" href="${area.keysPath}">Done: back to API keys</a></p>`

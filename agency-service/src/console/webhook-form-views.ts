@@ -14,6 +14,7 @@ import { errorSummary, fieldAttributes, fieldMessages, formTitle } from './form-
 import { formTokenInput } from './form-token.js'
 import type { SafeHtml } from './html.js'
 import { html } from './html.js'
+import { secretField } from './secret-field.js'
 import { csrfInput, page } from './layout.js'
 import type { EndpointFormState } from './webhook-forms.js'
 import { EVENTS_FIELD, eventFieldId, URL_FIELD } from './webhook-forms.js'
@@ -134,14 +135,7 @@ ${back}`
   <p><strong>Copy the signing secret now. It will not be shown again.</strong></p>
   <p>${rolled ? 'The old secret signs nothing from now on: give your receiver this one. ' : ''}Keep it on the server that receives the deliveries, out of source control.</p>
 </div>
-<div class="field">
-  <label for="webhook-secret">Signing secret of ${endpointLabel(endpoint)}</label>
-  <div class="key-box">
-    <input type="text" id="webhook-secret" readonly value="${secret}" spellcheck="false" autocomplete="off" aria-describedby="copy-status">
-    <button type="button" class="button-secondary" data-copy-target="webhook-secret" data-copy-status="copy-status" hidden>Copy</button>
-  </div>
-  <p id="copy-status" class="hint" role="status" aria-live="polite"></p>
-</div>
+${secretField('webhook-secret', html`Signing secret of ${endpointLabel(endpoint)}`, secret)}
 <p>Verify each delivery with it: the <code>standardwebhooks</code> library, or any Standard Webhooks library. Events: ${endpoint.events.map(
           (type, index) => html`${index > 0 ? ', ' : ''}<code>${type}</code>`,
         )}.</p>
