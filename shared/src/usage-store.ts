@@ -98,7 +98,9 @@ function minutesSql(oneMinute: boolean): string {
       : `SELECT date_trunc('${period}', bucket, 'UTC'), key_id, agency_id, sub_account_id, route, outcome, status_class, sum(requests), usage_histogram_sum(latency)
            FROM r GROUP BY 1, 2, 3, 4, 5, 6, 7`
   const summaryRolledUp = (period: 'hour' | 'day'): string =>
-    oneMinute ? `SELECT ${SUMMARY_COLUMNS} FROM s` : summed('s', `date_trunc('${period}', bucket, 'UTC')`)
+    oneMinute
+      ? `SELECT date_trunc('${period}', bucket, 'UTC'), agency_id, sub_account_id, route, outcome, status_class, requests, latency FROM s`
+      : summed('s', `date_trunc('${period}', bucket, 'UTC')`)
   return `WITH r AS MATERIALIZED (${ROWS}),
     s AS MATERIALIZED (${summed('r')}),
     minutes AS (INSERT INTO usage_minutes AS u (${COLUMNS}) SELECT ${COLUMNS} FROM r ${CONFLICT}),

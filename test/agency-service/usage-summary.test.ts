@@ -57,6 +57,11 @@ t.test('every report read from the summaries equals the one read from the per-ke
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!
   const agencies = [randomUUID(), randomUUID(), randomUUID()]
   const subAccounts = new Map(agencies.map((agencyId) => [agencyId, [randomUUID(), randomUUID()]]))
+  // The report answers a sub-account filter only for a sub-account of the agency.
+  for (const agencyId of agencies) {
+    await db.pool.query(`INSERT INTO agencies (id, name) VALUES ($1, 'Summed')`, [agencyId])
+    for (const id of subAccounts.get(agencyId)!) await db.pool.query(`INSERT INTO sub_accounts (id, agency_id, name) VALUES ($1, $2, 'Summed')`, [id, agencyId])
+  }
   const keys: Key[] = agencies.flatMap((agencyId) =>
     [null, ...subAccounts.get(agencyId)!].flatMap((subAccountId) => [0, 1, 2].map(() => ({ keyId: randomUUID(), agencyId, subAccountId }))),
   )
