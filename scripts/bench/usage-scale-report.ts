@@ -72,7 +72,8 @@ export function usageScaleSection(scale: UsageScale): string[] {
     '',
     `Seeded in ${seed.seconds.toFixed(0)} s: ${seed.days} days of hourly rows for an agency with ${whole(seed.agencyKeys)} keys, every key every hour ` +
       `(${whole(seed.agencyRows)} rows, ${seed.rowsPerKeyPerDay.toFixed(1)} per key per day), beside ${whole(seed.otherRows)} rows of other agencies, and their day rows. ` +
-      `usage_hours: ${mib(seed.hoursBytes)} MiB with its indexes, ${whole(seed.bytesPerHourRow)} bytes per row; usage_days: ${mib(seed.daysBytes)} MiB.`,
+      `usage_hours: ${mib(seed.hoursBytes)} MiB with its indexes, ${whole(seed.bytesPerHourRow)} bytes per row; usage_days: ${mib(seed.daysBytes)} MiB. ` +
+      `The summaries without the key: usage_summary_hours ${whole(seed.summaryHourRows)} rows, ${mib(seed.summaryHoursBytes)} MiB; usage_summary_days ${mib(seed.summaryDaysBytes)} MiB.`,
     '',
     `The agency's report (usageReport, as GET /v1/agency/usage answers it), ${scale.runs} times each after 2 untimed:`,
     '',

@@ -66,6 +66,10 @@ export interface UsageScale {
     bytesPerHourRow: number
     rowsPerKeyPerDay: number
     daysBytes: number
+    /** The tenants' summaries (migration 025) of the same rows: hour rows, and bytes with indexes of hours and days. */
+    summaryHourRows: number
+    summaryHoursBytes: number
+    summaryDaysBytes: number
   }
   runs: number
   queries: QueryFigures[]
@@ -175,7 +179,7 @@ export async function usageScale(databaseUrl: string, keys: number, runs: number
   const pool = createPool(databaseUrl, { max: 1, applicationName: 'bench usage' })
   try {
     // The replica's rows go: the sizes below are of the seeded rows alone.
-    await pool.query('TRUNCATE usage_minutes, usage_hours, usage_days, usage_batches')
+    await pool.query('TRUNCATE usage_minutes, usage_hours, usage_days, usage_summary_minutes, usage_summary_hours, usage_summary_days, usage_batches')
     const hourMs = 3_600_000
     const thisHour = Math.floor(Date.now() / hourMs) * hourMs
     const hours = { first: new Date(thisHour - DAYS * 24 * hourMs), last: new Date(thisHour - hourMs) }
@@ -193,8 +197,16 @@ export async function usageScale(databaseUrl: string, keys: number, runs: number
          FROM usage_hours WHERE bucket >= $1 GROUP BY 1, 2, 3, 4, 5, 6, 7`,
       [hours.first.toISOString()],
     )
+    // The summaries without the key, as the writer keeps them beside the per-key rows.
+    for (const period of ['hours', 'days'])
+      await pool.query(
+        `INSERT INTO usage_summary_${period} (bucket, agency_id, sub_account_id, route, outcome, status_class, requests, latency)
+         SELECT bucket, agency_id, sub_account_id, route, outcome, status_class, sum(requests), usage_histogram_sum(latency)
+           FROM usage_${period} WHERE bucket >= $1 GROUP BY 1, 2, 3, 4, 5, 6`,
+        [hours.first.toISOString()],
+      )
     // What tables in service have had: their vacuum and statistics.
-    await pool.query('VACUUM (ANALYZE) usage_hours, usage_days')
+    await pool.query('VACUUM (ANALYZE) usage_hours, usage_days, usage_summary_hours, usage_summary_days')
     const seconds = (performance.now() - seedStarted) / 1000
     const hoursBytes = await relationBytes(pool, 'usage_hours')
     const hourRows = Number((await pool.query<{ n: string }>('SELECT count(*)::text AS n FROM usage_hours')).rows[0]!.n)
@@ -208,6 +220,9 @@ export async function usageScale(databaseUrl: string, keys: number, runs: number
       bytesPerHourRow: hoursBytes / hourRows,
       rowsPerKeyPerDay: agencyRows / AGENCY_KEYS / DAYS,
       daysBytes: await relationBytes(pool, 'usage_days'),
+      summaryHourRows: Number((await pool.query<{ n: string }>('SELECT count(*)::text AS n FROM usage_summary_hours')).rows[0]!.n),
+      summaryHoursBytes: await relationBytes(pool, 'usage_summary_hours'),
+      summaryDaysBytes: await relationBytes(pool, 'usage_summary_days'),
     }
     const to = new Date()
     const from = new Date(to.getTime() - DAYS * 86_400_000)

@@ -1,6 +1,7 @@
 /**
- * Writing usage (migration 017): one batch of a gateway replica's counts,
- * added to the minute, hour and day rows in one transaction, with the batch's
+ * Writing usage (migrations 017, 025): one batch of a gateway replica's counts,
+ * added to the minute, hour and day rows in one transaction, per key and summed
+ * without the key (the tenants' summaries the reports read), with the batch's
  * replica id and sequence recorded in the same transaction. A batch already
  * recorded is not applied again, so a replica that lost the answer to its
  * commit retries the same batch without counting anything twice.
@@ -41,10 +42,20 @@ export interface UsageBatch {
 }
 
 export const USAGE_TABLES = { minute: 'usage_minutes', hour: 'usage_hours', day: 'usage_days' } as const
+/** The same counts without the key dimension (migration 025), written by the same statements. */
+export const USAGE_SUMMARY_TABLES = { minute: 'usage_summary_minutes', hour: 'usage_summary_hours', day: 'usage_summary_days' } as const
 
 const COLUMNS = 'bucket, key_id, agency_id, sub_account_id, route, outcome, status_class, requests, latency'
 const CONFLICT = `ON CONFLICT (key_id, bucket, route, outcome, status_class)
   DO UPDATE SET requests = u.requests + excluded.requests, latency = usage_add_histograms(u.latency, excluded.latency)`
+const SUMMARY_COLUMNS = 'bucket, agency_id, sub_account_id, route, outcome, status_class, requests, latency'
+const SUMMARY_CONFLICT = `ON CONFLICT (agency_id, bucket, sub_account_id, route, outcome, status_class)
+  DO UPDATE SET requests = u.requests + excluded.requests, latency = usage_add_histograms(u.latency, excluded.latency)`
+/** A set of per-key rows `source` summed without the key, per `bucket` (an expression). */
+function summed(source: string, bucket = 'bucket'): string {
+  return `SELECT ${bucket} AS bucket, agency_id, sub_account_id, route, outcome, status_class, sum(requests) AS requests, usage_histogram_sum(latency) AS latency
+    FROM ${source} GROUP BY 1, 2, 3, 4, 5, 6`
+}
 /** The rows of a batch as parameters $1–$9, one array per column. */
 const ROWS = `SELECT r.bucket, r.key_id, r.agency_id, r.sub_account_id, r.route, r.outcome, r.status_class, r.requests, r.latency::bigint[] AS latency
   FROM unnest($1::timestamptz[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::smallint[], $8::bigint[], $9::text[])
@@ -76,8 +87,9 @@ function columns(rows: readonly UsageRow[]): unknown[] {
 /**
  * One statement for a batch's minute rows, whatever their number: added to
  * usage_minutes, and summed to the hour and the day into usage_hours and
- * usage_days. When every row is of one minute (the usual batch of a few
- * seconds), each row is already its own hour's and day's sum.
+ * usage_days; the same rows summed without the key go to the three summary
+ * tables. When every row is of one minute (the usual batch of a few seconds),
+ * each row is already its own hour's and day's sum.
  */
 function minutesSql(oneMinute: boolean): string {
   const rolledUp = (period: 'hour' | 'day'): string =>
@@ -85,10 +97,18 @@ function minutesSql(oneMinute: boolean): string {
       ? `SELECT date_trunc('${period}', bucket, 'UTC'), key_id, agency_id, sub_account_id, route, outcome, status_class, requests, latency FROM r`
       : `SELECT date_trunc('${period}', bucket, 'UTC'), key_id, agency_id, sub_account_id, route, outcome, status_class, sum(requests), usage_histogram_sum(latency)
            FROM r GROUP BY 1, 2, 3, 4, 5, 6, 7`
+  const summaryRolledUp = (period: 'hour' | 'day'): string =>
+    oneMinute
+      ? `SELECT date_trunc('${period}', bucket, 'UTC'), agency_id, sub_account_id, route, outcome, status_class, requests, latency FROM s`
+      : summed('s', `date_trunc('${period}', bucket, 'UTC')`)
   return `WITH r AS MATERIALIZED (${ROWS}),
+    s AS MATERIALIZED (${summed('r')}),
     minutes AS (INSERT INTO usage_minutes AS u (${COLUMNS}) SELECT ${COLUMNS} FROM r ${CONFLICT}),
-    hours AS (INSERT INTO usage_hours AS u (${COLUMNS}) ${rolledUp('hour')} ${CONFLICT})
-    INSERT INTO usage_days AS u (${COLUMNS}) ${rolledUp('day')} ${CONFLICT}`
+    hours AS (INSERT INTO usage_hours AS u (${COLUMNS}) ${rolledUp('hour')} ${CONFLICT}),
+    days AS (INSERT INTO usage_days AS u (${COLUMNS}) ${rolledUp('day')} ${CONFLICT}),
+    summary_minutes AS (INSERT INTO usage_summary_minutes AS u (${SUMMARY_COLUMNS}) SELECT ${SUMMARY_COLUMNS} FROM s ${SUMMARY_CONFLICT}),
+    summary_hours AS (INSERT INTO usage_summary_hours AS u (${SUMMARY_COLUMNS}) ${summaryRolledUp('hour')} ${SUMMARY_CONFLICT})
+    INSERT INTO usage_summary_days AS u (${SUMMARY_COLUMNS}) ${summaryRolledUp('day')} ${SUMMARY_CONFLICT}`
 }
 
 async function addMinutes(client: PoolClient, rows: readonly UsageRow[]): Promise<void> {
@@ -97,9 +117,15 @@ async function addMinutes(client: PoolClient, rows: readonly UsageRow[]): Promis
   await client.query(minutesSql(oneMinute), columns(rows))
 }
 
-async function addRows(client: PoolClient, table: string, rows: readonly UsageRow[]): Promise<void> {
+/** Extra hour or day rows, added as they are per key and summed into the summary of that period in the same statement. */
+async function addRows(client: PoolClient, period: 'hour' | 'day', rows: readonly UsageRow[]): Promise<void> {
   if (rows.length === 0) return
-  await client.query(`INSERT INTO ${sqlIdentifier(table)} AS u (${COLUMNS}) SELECT ${COLUMNS} FROM (${ROWS}) AS rows ${CONFLICT}`, columns(rows))
+  await client.query(
+    `WITH r AS MATERIALIZED (${ROWS}),
+       keys AS (INSERT INTO ${sqlIdentifier(USAGE_TABLES[period])} AS u (${COLUMNS}) SELECT ${COLUMNS} FROM r ${CONFLICT})
+     INSERT INTO ${sqlIdentifier(USAGE_SUMMARY_TABLES[period])} AS u (${SUMMARY_COLUMNS}) ${summed('r')} ${SUMMARY_CONFLICT}`,
+    columns(rows),
+  )
 }
 
 function bucketRange(batch: UsageBatch): [number, number] | null {
@@ -124,8 +150,8 @@ export async function writeUsageBatch(pool: Pool, batch: UsageBatch): Promise<'a
     const range = bucketRange(batch)
     if (range !== null) await client.query('SELECT usage_prepare($1, $2)', [new Date(range[0]).toISOString(), new Date(range[1]).toISOString()])
     await addMinutes(client, batch.minutes)
-    await addRows(client, USAGE_TABLES.hour, batch.hours ?? [])
-    await addRows(client, USAGE_TABLES.day, batch.days ?? [])
+    await addRows(client, 'hour', batch.hours ?? [])
+    await addRows(client, 'day', batch.days ?? [])
     if (batch.alsoWrite !== undefined) await batch.alsoWrite(client)
     return 'applied'
   })

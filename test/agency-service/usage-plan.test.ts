@@ -1,16 +1,20 @@
 /**
  * The usage report's statement reads an agency's rows through an index, not
  * the whole table (issue 31, "Speed and scale"): with 30 days of hourly rows
- * seeded for many agencies, one of them a small share of the table, and the
- * statistics gathered (ANALYZE), the planner's plan (EXPLAIN, FORMAT JSON) of
- * the statement usageReport runs names an index of usage_hours' agency index
- * in every partition it reads, and no sequential scan. No timing here: the
- * bench (BENCH_ONLY=usage-scale) measures the speed.
+ * seeded for many agencies, one of them a small share of the table, their
+ * summaries without the key (migration 025) beside them, and the statistics
+ * gathered (ANALYZE), the planner's plan (EXPLAIN, FORMAT JSON) of the
+ * statement usageReport runs names, in every partition it reads, the agency
+ * index of usage_summary_hours for the default grouping and of usage_hours
+ * when grouped by key, and no sequential scan. No timing here: the bench
+ * (BENCH_ONLY=usage-scale) measures the speed.
  */
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import { usageQuery } from '@scoped/agency-service/usage/usage-report'
+import type { GroupBy } from '@scoped/agency-service/usage/usage-report'
 import { createTestDatabase } from '../helpers/database.js'
+import type { TestDatabase } from '../helpers/database.js'
 
 const HOUR = 3_600_000
 const DAYS = 30
@@ -28,7 +32,28 @@ function nodes(node: PlanNode): PlanNode[] {
   return [node, ...(node.Plans ?? []).flatMap(nodes)]
 }
 
-t.test('the report of an agency over 30 days of hourly rows reads them through the agency index', async (t) => {
+async function indexesRead(
+  db: TestDatabase,
+  agencyId: string,
+  groupBy: GroupBy | null,
+): Promise<{ parents: string[]; indexes: string[]; seqScans: unknown[] }> {
+  const to = new Date()
+  const { text, values } = usageQuery({ agencyId }, { from: new Date(to.getTime() - DAYS * 86_400_000), to, granularity: 'hour', groupBy })
+  const { rows } = await db.pool.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (FORMAT JSON) ${text}`, values)
+  const plan = nodes(rows[0]!['QUERY PLAN'][0]!.Plan)
+  const indexes = [...new Set(plan.flatMap((node) => (node['Index Name'] === undefined ? [] : [node['Index Name']])))]
+  const parents = await db.pool.query<{ parent: string }>(
+    `SELECT DISTINCT p.relname AS parent FROM pg_class c JOIN pg_inherits i ON i.inhrelid = c.oid JOIN pg_class p ON p.oid = i.inhparent WHERE c.relname = ANY($1)`,
+    [indexes],
+  )
+  return {
+    parents: parents.rows.map((row) => row.parent),
+    indexes,
+    seqScans: plan.filter((node) => node['Node Type'] === 'Seq Scan').map((node) => node['Relation Name']),
+  }
+}
+
+t.test("the report of an agency over 30 days of hourly rows reads them through an agency index: the summaries' unless by key", async (t) => {
   const db = await createTestDatabase(t)
   const thisHour = Math.floor(Date.now() / HOUR) * HOUR
   const first = new Date(thisHour - DAYS * 24 * HOUR)
@@ -43,25 +68,19 @@ t.test('the report of an agency over 30 days of hourly rows reads them through t
     [agencies, KEYS_PER_AGENCY, first.toISOString(), last.toISOString()],
   )
   t.equal(rowCount, AGENCIES * KEYS_PER_AGENCY * DAYS * 24, 'rows seeded')
-  await db.pool.query('ANALYZE usage_hours')
-  const to = new Date()
-  const { text, values } = usageQuery({ agencyId: agencies[7]! }, { from: new Date(to.getTime() - DAYS * 86_400_000), to, granularity: 'hour', groupBy: null })
-  const { rows } = await db.pool.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (FORMAT JSON) ${text}`, values)
-  const plan = nodes(rows[0]!['QUERY PLAN'][0]!.Plan)
-  const indexes = [...new Set(plan.flatMap((node) => (node['Index Name'] === undefined ? [] : [node['Index Name']])))]
-  t.ok(indexes.length > 0, `the plan reads an index: ${JSON.stringify(plan.map((node) => node['Node Type']))}`)
-  const parents = await db.pool.query<{ parent: string }>(
-    `SELECT DISTINCT p.relname AS parent FROM pg_class c JOIN pg_inherits i ON i.inhrelid = c.oid JOIN pg_class p ON p.oid = i.inhparent WHERE c.relname = ANY($1)`,
-    [indexes],
+  // The summaries, as the writer keeps them: every agency's keys summed per hour.
+  await db.pool.query(
+    `INSERT INTO usage_summary_hours (bucket, agency_id, sub_account_id, route, outcome, status_class, requests, latency)
+     SELECT bucket, agency_id, sub_account_id, route, outcome, status_class, sum(requests), usage_histogram_sum(latency) FROM usage_hours GROUP BY 1, 2, 3, 4, 5, 6`,
   )
-  t.same(
-    parents.rows.map((row) => row.parent),
-    ['usage_hours_agency'],
-    `every index read is a partition's usage_hours_agency (${indexes.join(', ')})`,
-  )
-  t.same(
-    plan.filter((node) => node['Node Type'] === 'Seq Scan').map((node) => node['Relation Name']),
-    [],
-    'no partition is scanned whole',
-  )
+  await db.pool.query('ANALYZE usage_hours, usage_summary_hours')
+  for (const [groupBy, parent] of [
+    [null, 'usage_summary_hours_agency'],
+    ['key', 'usage_hours_agency'],
+  ] as const) {
+    const { parents, indexes, seqScans } = await indexesRead(db, agencies[7]!, groupBy)
+    t.ok(indexes.length > 0, `by ${groupBy}: the plan reads an index`)
+    t.same(parents, [parent], `by ${groupBy}: every index read is a partition's ${parent} (${indexes.join(', ')})`)
+    t.same(seqScans, [], `by ${groupBy}: no partition is scanned whole`)
+  }
 })

@@ -76,6 +76,10 @@ const EXPECTED: Record<string, Record<ServiceGroupRole, string>> = {
   usage_minutes: { scoped_gateway: 'SIU', scoped_resource: '', scoped_agency: 'S' },
   usage_hours: { scoped_gateway: 'SIU', scoped_resource: '', scoped_agency: 'S' },
   usage_days: { scoped_gateway: 'SIU', scoped_resource: '', scoped_agency: 'S' },
+  // 025: the tenants' summaries without the key, written and read like the per-key rows.
+  usage_summary_minutes: { scoped_gateway: 'SIU', scoped_resource: '', scoped_agency: 'S' },
+  usage_summary_hours: { scoped_gateway: 'SIU', scoped_resource: '', scoped_agency: 'S' },
+  usage_summary_days: { scoped_gateway: 'SIU', scoped_resource: '', scoped_agency: 'S' },
   usage_batches: { scoped_gateway: 'I', scoped_resource: '', scoped_agency: '' },
   request_log: { scoped_gateway: 'I', scoped_resource: '', scoped_agency: 'S' },
 }
@@ -385,7 +389,8 @@ t.test('the gateway writes usage and the request log as its role (partitions mad
   }
   t.equal(await writeUsageBatch(gateway, batch), 'applied')
   t.equal(await writeUsageBatch(gateway, batch), 'duplicate')
-  t.equal(await expireUsage(gateway, { minutes: 86_400, hours: 86_400, days: 86_400 }), 3, 'the 2026-01 partitions are past a day')
+  t.equal((await agency.query('SELECT sum(requests)::int AS n FROM usage_summary_hours')).rows[0]?.n, 6, 'the summaries written as the gateway')
+  t.equal(await expireUsage(gateway, { minutes: 86_400, hours: 86_400, days: 86_400 }), 6, 'the 2026-01 partitions are past a day, per key and summed')
   t.equal(await outcome(gateway, 'DELETE FROM request_log'), DENIED, 'the gateway removes no log row itself')
   t.equal(await outcome(gateway, 'SELECT usage_partition($1, $2, now())', ['usage_minutes', 'day']), DENIED, 'nor makes a partition but through usage_prepare')
   t.equal((await agency.query('SELECT count(*)::int AS n FROM request_log')).rows[0]?.n, 1)

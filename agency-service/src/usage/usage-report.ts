@@ -1,6 +1,6 @@
 /**
  * A tenant's usage over a range (the contract's "Usage"): the counts the
- * gateways wrote (migration 017) summed per bucket of the granularity and per
+ * gateways wrote (migrations 017 and 025) summed per bucket of the granularity and per
  * group, one point per bucket of the range with zeros included, `requests`
  * the sum of the outcomes, and latency percentiles read from the merged
  * histograms. The same report serves the API, ctl and the console.
@@ -19,7 +19,15 @@ export type GroupBy = (typeof groupBys)[number]
 const BUCKET_MS: Record<Granularity, number> = { minute: 60_000, hour: 3_600_000, day: 86_400_000 }
 /** The longest range of each granularity. */
 export const MAX_RANGE_MS: Record<Granularity, number> = { minute: 86_400_000, hour: 90 * 86_400_000, day: 400 * 86_400_000 }
-const TABLE: Record<Granularity, string> = { minute: 'usage_minutes', hour: 'usage_hours', day: 'usage_days' }
+/**
+ * Where a report reads: the per-key rows (migration 017) only when it is grouped by key or filtered by one, the
+ * tenants' summaries without the key (migration 025, written with them and equal to their sums) for every other.
+ */
+export type UsageSource = 'keys' | 'summary'
+const TABLE: Record<UsageSource, Record<Granularity, string>> = {
+  keys: { minute: 'usage_minutes', hour: 'usage_hours', day: 'usage_days' },
+  summary: { minute: 'usage_summary_minutes', hour: 'usage_summary_hours', day: 'usage_summary_days' },
+}
 const GROUP_COLUMN: Record<GroupBy | 'none', string> = {
   none: 'NULL::text',
   key: 'key_id::text',
@@ -141,8 +149,21 @@ export function firstBucket(from: Date, granularity: Granularity): number {
   return ms - (((ms % BUCKET_MS[granularity]) + BUCKET_MS[granularity]) % BUCKET_MS[granularity])
 }
 
-/** The statement of a report (the benchmark and the tests read its plan): the counts of the range, summed per bucket, group, outcome and status class. */
-export function usageQuery(owner: UsageOwner, request: UsageRequest): { text: string; values: unknown[]; start: number } {
+/** The tables a report needs: the per-key ones only for a key's dimension. */
+export function usageSource(request: UsageRequest): UsageSource {
+  return request.groupBy === 'key' || request.keyId !== undefined ? 'keys' : 'summary'
+}
+
+/**
+ * The statement of a report (the benchmark and the tests read its plan): the counts of the range, summed per
+ * bucket, group, outcome and status class. `source` is the report's own unless a test compares the two.
+ */
+export function usageQuery(
+  owner: UsageOwner,
+  request: UsageRequest,
+  source: UsageSource = usageSource(request),
+): { text: string; values: unknown[]; start: number } {
+  if (source === 'summary' && usageSource(request) === 'keys') throw new Error('usageQuery: the summaries have no key dimension')
   const start = firstBucket(request.from, request.granularity)
   const values: unknown[] = [owner.agencyId, new Date(start).toISOString(), request.to.toISOString()]
   const where = ['agency_id = $1', 'bucket >= $2', 'bucket < $3']
@@ -155,13 +176,13 @@ export function usageQuery(owner: UsageOwner, request: UsageRequest): { text: st
   if (request.keyId !== undefined) add((p) => `key_id = ${p}`, request.keyId)
   const text = `SELECT (extract(epoch FROM bucket) * 1000)::bigint::text AS at_ms, ${GROUP_COLUMN[request.groupBy ?? 'none']} AS grp, outcome, status_class,
             sum(requests)::text AS requests, usage_histogram_sum(latency)::text[] AS latency
-       FROM ${TABLE[request.granularity]} WHERE ${where.join(' AND ')} GROUP BY 1, 2, 3, 4`
+       FROM ${TABLE[source][request.granularity]} WHERE ${where.join(' AND ')} GROUP BY 1, 2, 3, 4`
   return { text, values, start }
 }
 
-export async function usageReport(pool: Pool, owner: UsageOwner, request: UsageRequest): Promise<UsageReport> {
+export async function usageReport(pool: Pool, owner: UsageOwner, request: UsageRequest, source: UsageSource = usageSource(request)): Promise<UsageReport> {
   await checkOwnership(pool, owner, request)
-  const { text, values, start } = usageQuery(owner, request)
+  const { text, values, start } = usageQuery(owner, request, source)
   const { rows } = await pool.query<Row>(text, values)
   return buildReport(request, start, rows)
 }
