@@ -9,8 +9,8 @@
  * says authentication is unavailable (503) is not attributed to the key, even
  * when the gate had found it before a re-check failed: the client cannot tell
  * one such answer from another, and a count that the client can check must
- * not depend on where the failure happened. Nor is `deleted` ever counted (a
- * deleted key is counted for no one: usage-recorder.ts).
+ * not depend on where the failure happened. Nor is `deleted` ever counted: a
+ * deleted key no longer exists for its tenant.
  */
 import type { UsageOutcome } from '@scoped/shared/usage'
 import type { RequestOutcome } from '../outcomes.js'
@@ -24,7 +24,7 @@ export const USAGE_OUTCOME = {
   unavailable: null,
   draining: 'served',
   revoked: 'revoked',
-  deleted: 'revoked',
+  deleted: null,
   expired: 'expired',
   'not-allowed-address': 'address-refused',
   'scope-mismatch': 'scope-refused',

@@ -102,7 +102,6 @@ export class UsageRecorder {
       if (decision.kind === 'key-refused' && decision.state.status === 'revoked') this.metrics.countUsageDropped('counts', 1)
       return
     }
-    if (decision.outcome === 'deleted') return
     const status = reply.statusCode
     const outcome = USAGE_OUTCOME[decision.outcome ?? outcomeOfStatus(status)]
     if (outcome === null) return
