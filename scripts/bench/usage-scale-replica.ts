@@ -25,6 +25,7 @@ import type { RequestOutcome } from '@scoped/gateway/outcomes'
 import { parseRouteMap } from '@scoped/gateway/route-map'
 import type { ScopedRoute } from '@scoped/gateway/route-map'
 import { DEFAULT_USAGE_OPTIONS, UsageRecorder } from '@scoped/gateway/usage/usage-recorder'
+import { rollUpUsage } from '@scoped/shared/usage-store'
 
 export interface UsageReplicaFigures {
   keys: number
@@ -45,6 +46,8 @@ export interface UsageReplicaFigures {
    * the keys): every flush's time, in order.
    */
   spreadFlushMs: number[]
+  /** The rollup (migration 026) of the hour that holds all of the above: its minutes summed into hour rows, once. */
+  rollupMs: number
 }
 
 /** Flushes in a minute at the default interval. */
@@ -154,9 +157,12 @@ async function main(): Promise<void> {
     // A first small batch: the connection opens and the hourly expiry runs, as in a replica that has been serving.
     record(usage, states[0]!, 0)
     await usage.flush()
-    // All of it in one minute: wait for the next one when this one has too little left.
+    // All of it in one minute, and in one hour: wait for the next minute when this one has too little left.
     if (60_000 - (Date.now() % 60_000) < 15_000) await new Promise((resolve) => setTimeout(resolve, 60_000 - (Date.now() % 60_000) + 100))
     const minute = Date.now() - (Date.now() % 60_000)
+    // The rollup stands at the hour under way, as it does while a fleet serves: a flush writes minute rows only.
+    const hour = minute - (minute % 3_600_000)
+    await pool.query('UPDATE usage_rollup SET rolled_until = $1', [new Date(hour).toISOString()])
     const before = collect()
     const countStarted = performance.now()
     let requests = 0
@@ -174,6 +180,10 @@ async function main(): Promise<void> {
       for (let i = slice; i < keys; i += FLUSHES_PER_MINUTE) record(usage, states[i]!, i)
       spreadFlushMs.push((await flushed(usage)).ms)
     }
+    // Early, as the bench may: a fleet rolls the hour up a minute after it ends.
+    const rollupStarted = performance.now()
+    if ((await rollUpUsage(pool, new Date(hour + 3_600_000), 1)) !== 1) throw new Error('the hour was not rolled up')
+    const rollupMs = performance.now() - rollupStarted
     const figures: UsageReplicaFigures = {
       keys,
       requests,
@@ -185,6 +195,7 @@ async function main(): Promise<void> {
       secondFlushMs: second.ms,
       flushAttempts: [first.attempts, second.attempts],
       spreadFlushMs,
+      rollupMs,
     }
     // states stay reachable until here: the key cache holds them in a replica.
     if (states.length !== keys) throw new Error('unreachable')

@@ -66,14 +66,17 @@ export function usageScaleSection(scale: UsageScale): string[] {
     `A replica (a process of its own) counted ${whole(replica.requests)} requests of ${whole(replica.keys)} keys in one minute in ` +
       `${replica.countSeconds.toFixed(1)} s, into ${whole(replica.cells)} cells (key, route, outcome, status class); ` +
       `the counts held ${mib(replica.heapBytes)} MiB of heap and ${mib(replica.externalBytes)} MiB of typed arrays after a full GC ` +
-      `(${whole(countsBytes(scale) / replica.keys)} bytes per key). One flush of them (the real writer, one statement for the minute, hour and day rows): ` +
+      `(${whole(countsBytes(scale) / replica.keys)} bytes per key). One flush of them (the real writer, one statement for the minute rows of each kind: ` +
+      `per key, per sub-account, per agency): ` +
       `${whole(replica.firstFlushMs)} ms as new rows, ${whole(replica.secondFlushMs)} ms adding to the same rows (attempts: ${replica.flushAttempts.join(', ')}). ` +
-      `The same requests spread over a minute's ${replica.spreadFlushMs.length} flushes (a twelfth of the keys each): ${replica.spreadFlushMs.map(whole).join(', ')} ms.`,
+      `The same requests spread over a minute's ${replica.spreadFlushMs.length} flushes (a twelfth of the keys each): ${replica.spreadFlushMs.map(whole).join(', ')} ms. ` +
+      `The rollup of that hour (its minutes summed into hour rows of each kind, once, in the background): ${whole(replica.rollupMs)} ms.`,
     '',
     `Seeded in ${seed.seconds.toFixed(0)} s: ${seed.days} days of hourly rows for an agency with ${whole(seed.agencyKeys)} keys, every key every hour ` +
       `(${whole(seed.agencyRows)} rows, ${seed.rowsPerKeyPerDay.toFixed(1)} per key per day), beside ${whole(seed.otherRows)} rows of other agencies, and their day rows. ` +
       `usage_hours: ${mib(seed.hoursBytes)} MiB with its indexes, ${whole(seed.bytesPerHourRow)} bytes per row; usage_days: ${mib(seed.daysBytes)} MiB. ` +
-      `The summaries without the key: usage_summary_hours ${whole(seed.summaryHourRows)} rows, ${mib(seed.summaryHoursBytes)} MiB; usage_summary_days ${mib(seed.summaryDaysBytes)} MiB.`,
+      `The summaries without the key: usage_summary_hours ${whole(seed.summaryHourRows)} rows, ${mib(seed.summaryHoursBytes)} MiB; usage_summary_days ${mib(seed.summaryDaysBytes)} MiB; ` +
+      `and without the sub-account either, the agencies' own (usage_agency_hours and _days).`,
     '',
     `The agency's report (usageReport, as GET /v1/agency/usage answers it), ${scale.runs} times each after 2 untimed:`,
     '',

@@ -21,7 +21,7 @@ import { randomUUID } from 'node:crypto'
 import { createPool } from '@scoped/shared/db'
 import type { Pool } from '@scoped/shared/db'
 import type { UsageRequest } from '@scoped/agency-service/usage/usage-report'
-import { usageQuery, usageReport } from '@scoped/agency-service/usage/usage-report'
+import { rolledUntil, usageQuery, usageReport } from '@scoped/agency-service/usage/usage-report'
 import { projectRoot } from '../../test/helpers/processes.js'
 import { quantile } from './stats.js'
 import type { UsageReplicaFigures } from './usage-scale-replica.js'
@@ -144,7 +144,7 @@ async function planOf(pool: Pool, text: string, values: unknown[]): Promise<{ pl
 
 async function measureQuery(pool: Pool, agencyId: string, runs: number, name: string, request: UsageRequest): Promise<QueryFigures> {
   const owner = { agencyId }
-  const { text, values } = usageQuery(owner, request)
+  const { text, values } = usageQuery(owner, request, await rolledUntil(pool))
   const { plan, indexes } = await planOf(pool, text, values)
   const rows = (await pool.query(text, values)).rowCount ?? 0
   // Untimed: the statement planned once, the rows read into the cache, as for an agency that looks at its usage.
@@ -179,7 +179,10 @@ export async function usageScale(databaseUrl: string, keys: number, runs: number
   const pool = createPool(databaseUrl, { max: 1, applicationName: 'bench usage' })
   try {
     // The replica's rows go: the sizes below are of the seeded rows alone.
-    await pool.query('TRUNCATE usage_minutes, usage_hours, usage_days, usage_summary_minutes, usage_summary_hours, usage_summary_days, usage_batches')
+    await pool.query(
+      `TRUNCATE usage_minutes, usage_hours, usage_days, usage_summary_minutes, usage_summary_hours, usage_summary_days,
+                usage_agency_minutes, usage_agency_hours, usage_agency_days, usage_batches`,
+    )
     const hourMs = 3_600_000
     const thisHour = Math.floor(Date.now() / hourMs) * hourMs
     const hours = { first: new Date(thisHour - DAYS * 24 * hourMs), last: new Date(thisHour - hourMs) }
@@ -205,8 +208,16 @@ export async function usageScale(databaseUrl: string, keys: number, runs: number
            FROM usage_${period} WHERE bucket >= $1 GROUP BY 1, 2, 3, 4, 5, 6`,
         [hours.first.toISOString()],
       )
+    // And the whole agencies' (migration 026), summed once more without the sub-account.
+    for (const period of ['hours', 'days'])
+      await pool.query(
+        `INSERT INTO usage_agency_${period} (bucket, agency_id, route, outcome, status_class, requests, latency)
+         SELECT bucket, agency_id, route, outcome, status_class, sum(requests), usage_histogram_sum(latency)
+           FROM usage_summary_${period} WHERE bucket >= $1 GROUP BY 1, 2, 3, 4, 5`,
+        [hours.first.toISOString()],
+      )
     // What tables in service have had: their vacuum and statistics.
-    await pool.query('VACUUM (ANALYZE) usage_hours, usage_days, usage_summary_hours, usage_summary_days')
+    await pool.query('VACUUM (ANALYZE) usage_hours, usage_days, usage_summary_hours, usage_summary_days, usage_agency_hours, usage_agency_days')
     const seconds = (performance.now() - seedStarted) / 1000
     const hoursBytes = await relationBytes(pool, 'usage_hours')
     const hourRows = Number((await pool.query<{ n: string }>('SELECT count(*)::text AS n FROM usage_hours')).rows[0]!.n)
@@ -226,9 +237,10 @@ export async function usageScale(databaseUrl: string, keys: number, runs: number
     }
     const to = new Date()
     const from = new Date(to.getTime() - DAYS * 86_400_000)
-    progress(`usage scale: ${runs} reports of the agency's ${DAYS} days, by hour, then by key and day`)
+    progress(`usage scale: ${runs} reports of the agency's ${DAYS} days, by hour, by hour and sub-account, then by key and day`)
     const queries = [
       await measureQuery(pool, agencyId, runs, `${DAYS} days by hour, default grouping`, { from, to, granularity: 'hour', groupBy: null }),
+      await measureQuery(pool, agencyId, runs, `${DAYS} days by hour, grouped by sub-account`, { from, to, granularity: 'hour', groupBy: 'sub-account' }),
       await measureQuery(pool, agencyId, runs, `${DAYS} days by day, grouped by key`, { from, to, granularity: 'day', groupBy: 'key' }),
     ]
     return { replica, seed, runs, queries }

@@ -1,10 +1,12 @@
 /**
- * Writing usage (migrations 017, 025): one batch of a gateway replica's counts,
- * added to the minute, hour and day rows in one transaction, per key and summed
- * without the key (the tenants' summaries the reports read), with the batch's
- * replica id and sequence recorded in the same transaction. A batch already
- * recorded is not applied again, so a replica that lost the answer to its
- * commit retries the same batch without counting anything twice.
+ * Writing usage (migrations 017, 025, 026): one batch of a gateway replica's
+ * counts, added to the minute rows in one transaction, per key and summed
+ * without the key (per sub-account) and without the sub-account (per agency),
+ * with the batch's replica id and sequence recorded in the same transaction. A
+ * batch already recorded is not applied again, so a replica that lost the
+ * answer to its commit retries the same batch without counting anything twice.
+ * Hours and days are rolled up from the minutes once they are over
+ * (rollUpUsage), by one replica at a time.
  */
 import type { Pool, PoolClient } from './db.js'
 import { inTransaction, sqlIdentifier } from './db.js'
@@ -44,16 +46,21 @@ export interface UsageBatch {
 export const USAGE_TABLES = { minute: 'usage_minutes', hour: 'usage_hours', day: 'usage_days' } as const
 /** The same counts without the key dimension (migration 025), written by the same statements. */
 export const USAGE_SUMMARY_TABLES = { minute: 'usage_summary_minutes', hour: 'usage_summary_hours', day: 'usage_summary_days' } as const
+/** The same counts without the sub-account either (migration 026): a whole agency's. */
+export const USAGE_AGENCY_TABLES = { minute: 'usage_agency_minutes', hour: 'usage_agency_hours', day: 'usage_agency_days' } as const
 
 const COLUMNS = 'bucket, key_id, agency_id, sub_account_id, route, outcome, status_class, requests, latency'
-const CONFLICT = `ON CONFLICT (key_id, bucket, route, outcome, status_class)
-  DO UPDATE SET requests = u.requests + excluded.requests, latency = usage_add_histograms(u.latency, excluded.latency)`
+const ADD = 'DO UPDATE SET requests = u.requests + excluded.requests, latency = usage_add_histograms(u.latency, excluded.latency)'
+const CONFLICT = `ON CONFLICT (key_id, bucket, route, outcome, status_class) ${ADD}`
+/** The per-key minutes' primary key leads with the agency and the bucket (migration 026). */
+const MINUTE_CONFLICT = `ON CONFLICT (agency_id, bucket, key_id, route, outcome, status_class) ${ADD}`
 const SUMMARY_COLUMNS = 'bucket, agency_id, sub_account_id, route, outcome, status_class, requests, latency'
-const SUMMARY_CONFLICT = `ON CONFLICT (agency_id, bucket, sub_account_id, route, outcome, status_class)
-  DO UPDATE SET requests = u.requests + excluded.requests, latency = usage_add_histograms(u.latency, excluded.latency)`
-/** A set of per-key rows `source` summed without the key, per `bucket` (an expression). */
-function summed(source: string, bucket = 'bucket'): string {
-  return `SELECT ${bucket} AS bucket, agency_id, sub_account_id, route, outcome, status_class, sum(requests) AS requests, usage_histogram_sum(latency) AS latency
+const SUMMARY_CONFLICT = `ON CONFLICT (agency_id, bucket, sub_account_id, route, outcome, status_class) ${ADD}`
+const AGENCY_COLUMNS = 'bucket, agency_id, route, outcome, status_class, requests, latency'
+const AGENCY_CONFLICT = `ON CONFLICT (agency_id, bucket, route, outcome, status_class) ${ADD}`
+/** A set of per-key rows `source` summed without the key, per bucket. */
+function summed(source: string): string {
+  return `SELECT bucket, agency_id, sub_account_id, route, outcome, status_class, sum(requests) AS requests, usage_histogram_sum(latency) AS latency
     FROM ${source} GROUP BY 1, 2, 3, 4, 5, 6`
 }
 /** The rows of a batch as parameters $1–$9, one array per column. */
@@ -84,48 +91,69 @@ function columns(rows: readonly UsageRow[]): unknown[] {
   ]
 }
 
-/**
- * One statement for a batch's minute rows, whatever their number: added to
- * usage_minutes, and summed to the hour and the day into usage_hours and
- * usage_days; the same rows summed without the key go to the three summary
- * tables. When every row is of one minute (the usual batch of a few seconds),
- * each row is already its own hour's and day's sum.
- */
-function minutesSql(oneMinute: boolean): string {
-  const rolledUp = (period: 'hour' | 'day'): string =>
-    oneMinute
-      ? `SELECT date_trunc('${period}', bucket, 'UTC'), key_id, agency_id, sub_account_id, route, outcome, status_class, requests, latency FROM r`
-      : `SELECT date_trunc('${period}', bucket, 'UTC'), key_id, agency_id, sub_account_id, route, outcome, status_class, sum(requests), usage_histogram_sum(latency)
-           FROM r GROUP BY 1, 2, 3, 4, 5, 6, 7`
-  const summaryRolledUp = (period: 'hour' | 'day'): string =>
-    oneMinute
-      ? `SELECT date_trunc('${period}', bucket, 'UTC'), agency_id, sub_account_id, route, outcome, status_class, requests, latency FROM s`
-      : summed('s', `date_trunc('${period}', bucket, 'UTC')`)
-  return `WITH r AS MATERIALIZED (${ROWS}),
+/** The three kinds of counts (migration 026's usage_kinds): per key, per sub-account (the summaries) and per agency. */
+const KINDS = [
+  { table: USAGE_TABLES, columns: COLUMNS, conflict: CONFLICT, minuteConflict: MINUTE_CONFLICT, from: 'r' },
+  { table: USAGE_SUMMARY_TABLES, columns: SUMMARY_COLUMNS, conflict: SUMMARY_CONFLICT, minuteConflict: SUMMARY_CONFLICT, from: 's' },
+  { table: USAGE_AGENCY_TABLES, columns: AGENCY_COLUMNS, conflict: AGENCY_CONFLICT, minuteConflict: AGENCY_CONFLICT, from: 'a' },
+] as const
+
+/** The rows of a batch (`r`), summed without the key (`s`) and without the sub-account (`a`), per bucket. */
+const SETS = `r AS MATERIALIZED (${ROWS}),
     s AS MATERIALIZED (${summed('r')}),
-    minutes AS (INSERT INTO usage_minutes AS u (${COLUMNS}) SELECT ${COLUMNS} FROM r ${CONFLICT}),
-    hours AS (INSERT INTO usage_hours AS u (${COLUMNS}) ${rolledUp('hour')} ${CONFLICT}),
-    days AS (INSERT INTO usage_days AS u (${COLUMNS}) ${rolledUp('day')} ${CONFLICT}),
-    summary_minutes AS (INSERT INTO usage_summary_minutes AS u (${SUMMARY_COLUMNS}) SELECT ${SUMMARY_COLUMNS} FROM s ${SUMMARY_CONFLICT}),
-    summary_hours AS (INSERT INTO usage_summary_hours AS u (${SUMMARY_COLUMNS}) ${summaryRolledUp('hour')} ${SUMMARY_CONFLICT})
-    INSERT INTO usage_summary_days AS u (${SUMMARY_COLUMNS}) ${summaryRolledUp('day')} ${SUMMARY_CONFLICT}`
+    a AS MATERIALIZED (SELECT bucket, agency_id, route, outcome, status_class, sum(requests) AS requests, usage_histogram_sum(latency) AS latency
+                         FROM s GROUP BY 1, 2, 3, 4, 5)`
+
+/** `set`'s rows summed to `period` whose period the rollup has passed (migration 026): only rows that came late. */
+function late(columns: string, set: string, period: 'hour' | 'day'): string {
+  const dims = columns.replace(/^bucket, /, '').replace(/, requests, latency$/, '')
+  const until = period === 'hour' ? 'w.rolled_until' : "date_trunc('day', w.rolled_until, 'UTC')"
+  return `SELECT date_trunc('${period}', bucket, 'UTC'), ${dims}, sum(requests), usage_histogram_sum(latency)
+            FROM ${set}, w WHERE date_trunc('${period}', bucket, 'UTC') < ${until} GROUP BY 1, ${dims}`
 }
+
+/**
+ * One statement for a batch's minute rows, whatever their number: added to the
+ * minute rows of each kind (per key, per sub-account, per agency). The hours
+ * and days are rolled up from the minutes once they are over (usage_roll_up),
+ * except for rows of an hour or a day already rolled: those are added to its
+ * row here too. The caller holds the batch's hour and day locks, so the
+ * rollup cannot pass them between this statement's reading of rolled_until
+ * and its commit.
+ */
+const MINUTES_SQL = `WITH ${SETS},
+    w AS (SELECT rolled_until FROM usage_rollup),
+    ${KINDS.map(
+      (kind, i) => `minutes_${i} AS (INSERT INTO ${kind.table.minute} AS u (${kind.columns}) SELECT ${kind.columns} FROM ${kind.from} ${kind.minuteConflict}),
+    hours_${i} AS (INSERT INTO ${kind.table.hour} AS u (${kind.columns}) ${late(kind.columns, kind.from, 'hour')} ${kind.conflict}),
+    days_${i} AS (INSERT INTO ${kind.table.day} AS u (${kind.columns}) ${late(kind.columns, kind.from, 'day')} ${kind.conflict})`,
+    ).join(',\n    ')}
+  SELECT 1`
 
 async function addMinutes(client: PoolClient, rows: readonly UsageRow[]): Promise<void> {
   if (rows.length === 0) return
-  const oneMinute = rows.every((row) => row.bucket === rows[0]!.bucket)
-  await client.query(minutesSql(oneMinute), columns(rows))
+  await client.query(MINUTES_SQL, columns(rows))
 }
 
-/** Extra hour or day rows, added as they are per key and summed into the summary of that period in the same statement. */
+/**
+ * Extra hour or day rows, added as they are per key and summed into the summaries of that period in the same
+ * statement: a back-fill of periods the rollup has passed (a later rollup of the period would replace them).
+ */
 async function addRows(client: PoolClient, period: 'hour' | 'day', rows: readonly UsageRow[]): Promise<void> {
   if (rows.length === 0) return
   await client.query(
-    `WITH r AS MATERIALIZED (${ROWS}),
-       keys AS (INSERT INTO ${sqlIdentifier(USAGE_TABLES[period])} AS u (${COLUMNS}) SELECT ${COLUMNS} FROM r ${CONFLICT})
-     INSERT INTO ${sqlIdentifier(USAGE_SUMMARY_TABLES[period])} AS u (${SUMMARY_COLUMNS}) ${summed('r')} ${SUMMARY_CONFLICT}`,
+    `WITH ${SETS},
+       ${KINDS.map((kind, i) => `rows_${i} AS (INSERT INTO ${sqlIdentifier(kind.table[period])} AS u (${kind.columns}) SELECT ${kind.columns} FROM ${kind.from} ${kind.conflict})`).join(',\n       ')}
+     SELECT 1`,
     columns(rows),
   )
+}
+
+/** Every bucket of a batch, for its locks (usage_hold takes one per distinct day and hour). */
+function bucketsOf(batch: UsageBatch): string[] {
+  const buckets = new Set<number>()
+  for (const rows of [batch.minutes, batch.hours ?? [], batch.days ?? []]) for (const row of rows) buckets.add(row.bucket)
+  return [...buckets].map((bucket) => new Date(bucket).toISOString())
 }
 
 function bucketRange(batch: UsageBatch): [number, number] | null {
@@ -143,18 +171,61 @@ function bucketRange(batch: UsageBatch): [number, number] | null {
 /** Applies a batch once: 'applied', or 'duplicate' when this replica's batch of that sequence was applied before. */
 export async function writeUsageBatch(pool: Pool, batch: UsageBatch): Promise<'applied' | 'duplicate'> {
   return inTransaction(pool, async (client) => {
-    if (batch.statementTimeoutMs !== undefined)
-      await client.query("SELECT set_config('statement_timeout', $1, true)", [`${Math.max(1, Math.ceil(batch.statementTimeoutMs))}ms`])
+    // No JIT: compiling the batch's statement (its estimates are a guess at an unnest) took longer than running it.
+    const timeout = batch.statementTimeoutMs === undefined ? null : `${Math.max(1, Math.ceil(batch.statementTimeoutMs))}ms`
+    await client.query("SELECT set_config('statement_timeout', coalesce($1, current_setting('statement_timeout')), true), set_config('jit', 'off', true)", [
+      timeout,
+    ])
     const recorded = await client.query('INSERT INTO usage_batches (replica_id, seq) VALUES ($1, $2) ON CONFLICT DO NOTHING', [batch.replicaId, batch.seq])
     if (recorded.rowCount === 0) return 'duplicate'
     const range = bucketRange(batch)
-    if (range !== null) await client.query('SELECT usage_prepare($1, $2)', [new Date(range[0]).toISOString(), new Date(range[1]).toISOString()])
+    if (range !== null) {
+      await client.query('SELECT usage_prepare($1, $2)', [new Date(range[0]).toISOString(), new Date(range[1]).toISOString()])
+      await client.query('SELECT usage_hold($1)', [bucketsOf(batch)])
+    }
     await addMinutes(client, batch.minutes)
     await addRows(client, 'hour', batch.hours ?? [])
     await addRows(client, 'day', batch.days ?? [])
     if (batch.alsoWrite !== undefined) await batch.alsoWrite(client)
     return 'applied'
   })
+}
+
+/** The longest an hour's rollup may take: past it the hour is given up and tried again at the next turn. */
+const ROLLUP_TIMEOUT = '30min'
+
+/**
+ * One hour rolled up, in a transaction of its own that COMMIT ends: a connection closed before that (a replica
+ * that stops) leaves nothing done, whenever the function itself returns.
+ */
+async function rollUpHour(client: PoolClient, until: Date): Promise<boolean> {
+  await client.query('BEGIN')
+  try {
+    // A busy hour takes a while to sum; a server-wide statement timeout meant for requests must not stop it for good.
+    await client.query("SELECT set_config('statement_timeout', $1, true)", [ROLLUP_TIMEOUT])
+    const { rows } = await client.query<{ rolled: boolean }>('SELECT usage_roll_up($1) AS rolled', [until.toISOString()])
+    await client.query('COMMIT')
+    return rows[0]?.rolled === true
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined)
+    throw error
+  }
+}
+
+/**
+ * Rolls up every hour that ended by `until`, one transaction an hour, at most `maxHours` of them (a replica that
+ * comes back after a long outage catches up over several calls); answers how many it rolled. While another
+ * replica rolls, it answers 0 at once.
+ */
+export async function rollUpUsage(db: Pool | PoolClient, until: Date, maxHours: number): Promise<number> {
+  const client = 'release' in db ? db : await db.connect()
+  try {
+    let rolled = 0
+    while (rolled < maxHours && (await rollUpHour(client, until))) rolled++
+    return rolled
+  } finally {
+    if (client !== db) client.release()
+  }
 }
 
 /** How long each kind of row is kept, in seconds. */

@@ -5,13 +5,14 @@
  * summaries without the key (migration 025) beside them, and the statistics
  * gathered (ANALYZE), the planner's plan (EXPLAIN, FORMAT JSON) of the
  * statement usageReport runs names, in every partition it reads, the agency
- * index of usage_summary_hours for the default grouping and of usage_hours
- * when grouped by key, and no sequential scan. No timing here: the bench
+ * index of the agency's summary (migration 026) for the default grouping, of
+ * the sub-accounts' summaries (025) when grouped by sub-account and of
+ * usage_hours when grouped by key, and no sequential scan. No timing here: the bench
  * (BENCH_ONLY=usage-scale) measures the speed.
  */
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
-import { usageQuery } from '@scoped/agency-service/usage/usage-report'
+import { rolledUntil, usageQuery } from '@scoped/agency-service/usage/usage-report'
 import type { GroupBy } from '@scoped/agency-service/usage/usage-report'
 import { createTestDatabase } from '../helpers/database.js'
 import type { TestDatabase } from '../helpers/database.js'
@@ -38,7 +39,8 @@ async function indexesRead(
   groupBy: GroupBy | null,
 ): Promise<{ parents: string[]; indexes: string[]; seqScans: unknown[] }> {
   const to = new Date()
-  const { text, values } = usageQuery({ agencyId }, { from: new Date(to.getTime() - DAYS * 86_400_000), to, granularity: 'hour', groupBy })
+  const request = { from: new Date(to.getTime() - DAYS * 86_400_000), to, granularity: 'hour', groupBy } as const
+  const { text, values } = usageQuery({ agencyId }, request, await rolledUntil(db.pool))
   const { rows } = await db.pool.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (FORMAT JSON) ${text}`, values)
   const plan = nodes(rows[0]!['QUERY PLAN'][0]!.Plan)
   const indexes = [...new Set(plan.flatMap((node) => (node['Index Name'] === undefined ? [] : [node['Index Name']])))]
@@ -73,9 +75,14 @@ t.test("the report of an agency over 30 days of hourly rows reads them through a
     `INSERT INTO usage_summary_hours (bucket, agency_id, sub_account_id, route, outcome, status_class, requests, latency)
      SELECT bucket, agency_id, sub_account_id, route, outcome, status_class, sum(requests), usage_histogram_sum(latency) FROM usage_hours GROUP BY 1, 2, 3, 4, 5, 6`,
   )
-  await db.pool.query('ANALYZE usage_hours, usage_summary_hours')
+  await db.pool.query(
+    `INSERT INTO usage_agency_hours (bucket, agency_id, route, outcome, status_class, requests, latency)
+     SELECT bucket, agency_id, route, outcome, status_class, sum(requests), usage_histogram_sum(latency) FROM usage_summary_hours GROUP BY 1, 2, 3, 4, 5`,
+  )
+  await db.pool.query('ANALYZE usage_hours, usage_summary_hours, usage_agency_hours')
   for (const [groupBy, parent] of [
-    [null, 'usage_summary_hours_agency'],
+    [null, 'usage_agency_hours_pkey'],
+    ['sub-account', 'usage_summary_hours_agency'],
     ['key', 'usage_hours_agency'],
   ] as const) {
     const { parents, indexes, seqScans } = await indexesRead(db, agencies[7]!, groupBy)

@@ -136,17 +136,21 @@ t.test('every report read from the summaries equals the one read from the per-ke
       for (const groupBy of groupBys) {
         const request: UsageRequest = { ...ranges[granularity], granularity, groupBy }
         if (subAccountId !== undefined) request.subAccountId = subAccountId
-        t.equal(usageSource(request), 'summary')
-        const summary = await usageReport(db.pool, owner, request, 'summary')
+        const source = usageSource(owner, request)
+        t.equal(source, owner.subAccountId !== undefined || subAccountId !== undefined || groupBy === 'sub-account' ? 'summary' : 'agency')
+        const summary = await usageReport(db.pool, owner, request)
         const perKey = await usageReport(db.pool, owner, request, 'keys')
         const what = `seed ${seed}, ${JSON.stringify(owner)} ${subAccountId ?? ''} ${granularity} by ${groupBy}`
-        t.same(ordered(summary), ordered(perKey), `${what}: summary = per-key rows`)
+        t.same(ordered(summary), ordered(perKey), `${what}: ${source} summary = per-key rows`)
+        if (source === 'agency')
+          t.same(ordered(await usageReport(db.pool, owner, request, 'summary')), ordered(perKey), `${what}: sub-account summary = per-key rows`)
         t.equal(total(summary), expected(owner, granularity, subAccountId), `${what}: total = what was written`)
         if (total(summary) > 0) compared++
       }
     }
   }
   t.ok(compared > owners.length * 6, 'the comparisons had counts to compare')
-  t.equal(usageSource({ ...ranges.hour, granularity: 'hour', groupBy: 'key' }), 'keys', 'by key reads the per-key rows')
-  t.equal(usageSource({ ...ranges.hour, granularity: 'hour', groupBy: null, keyId: keys[0]!.keyId }), 'keys', 'one key reads the per-key rows')
+  const agency = { agencyId: agencies[0]! }
+  t.equal(usageSource(agency, { ...ranges.hour, granularity: 'hour', groupBy: 'key' }), 'keys', 'by key reads the per-key rows')
+  t.equal(usageSource(agency, { ...ranges.hour, granularity: 'hour', groupBy: null, keyId: keys[0]!.keyId }), 'keys', 'one key reads the per-key rows')
 })

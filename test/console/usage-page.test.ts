@@ -57,14 +57,12 @@ t.test('the Usage page of an agency and of a sub-account', async (t) => {
   await writeUsageBatch(pool, {
     replicaId: 'console-test',
     seq: 1,
-    minutes: [],
-    hours: [
+    minutes: [
       row(westKey.id, world.subAccountId, world.agencyId, 'served', 2, 90),
       row(westKey.id, world.subAccountId, world.agencyId, 'rate-limited', 4, 7),
       row(eastKey.id, world.otherSubAccountId, world.agencyId, 'served', 2, 4),
       row(otherKey.id, other.subAccountId, other.agencyId, 'served', 2, 1000),
     ],
-    days: [],
     alsoWrite: (client) =>
       writeRequestLog(
         client,

@@ -15,7 +15,7 @@ import { createPool } from '@scoped/shared/db'
 import type { Pool } from '@scoped/shared/db'
 import { createLogger } from '@scoped/shared/logger'
 import { LATENCY_BUCKETS, latencyBucket, latencyBucketBound, latencyQuantile } from '@scoped/shared/usage'
-import { writeUsageBatch } from '@scoped/shared/usage-store'
+import { rollUpUsage, writeUsageBatch } from '@scoped/shared/usage-store'
 import { GatewayMetrics } from '@scoped/gateway/metrics'
 import type { Verification } from '@scoped/gateway/key-verifier'
 import { KeyDecision, KeyRefusal } from '@scoped/gateway/request-state'
@@ -102,6 +102,11 @@ async function totals(pool: Pool, table: string, keyId: string): Promise<Record<
   return Object.fromEntries(rows.map((row) => [row.outcome, Number(row.requests)]))
 }
 
+/** The hours and days from now to the end of today rolled up (migration 026), early, as a test may: the hour and day rows then hold every count. */
+async function rolledUp(pool: Pool): Promise<void> {
+  await rollUpUsage(pool, new Date(Math.ceil((Date.now() + 1) / 86_400_000) * 86_400_000), 48)
+}
+
 t.test('counts are written as minute, hour and day rows that agree', async (t) => {
   const db = await createTestDatabase(t)
   const { usage } = recorder(db.pool)
@@ -111,6 +116,7 @@ t.test('counts are written as minute, hour and day rows that agree', async (t) =
   usage.record(...answered(key, 'upstream-error', 502))
   await usage.flush()
   const expected = { 'served 2 /v1/agents': 7, 'expired 4 /v1/agents': 2, 'served 5 /v1/agents': 1 }
+  await rolledUp(db.pool)
   for (const table of ['usage_minutes', 'usage_hours', 'usage_days']) t.same(await totals(db.pool, table, key.keyId), expected, table)
   const { rows } = await db.pool.query<{ latency: string[] }>(
     `SELECT latency FROM usage_minutes WHERE key_id = $1 AND outcome = 'served' AND status_class = 2`,
@@ -142,6 +148,7 @@ t.test('a batch is applied once, however often it is sent', async (t) => {
   t.equal(await writeUsageBatch(db.pool, batch), 'applied')
   t.equal(await writeUsageBatch(db.pool, batch), 'duplicate', 'the same replica and sequence again: nothing added')
   t.equal(await writeUsageBatch(db.pool, { ...batch, replicaId: 'replica-b' }), 'applied', 'another replica adds to the same rows')
+  await rolledUp(db.pool)
   for (const table of ['usage_minutes', 'usage_hours', 'usage_days']) t.same(await totals(db.pool, table, key.keyId), { 'served 2 /v1/agents': 10 }, table)
 })
 
@@ -254,6 +261,7 @@ t.test("a revoked key's requests are counted and logged for its owner; a deleted
   deletedInFlight.gateway!.outcome = 'deleted'
   usage.record(deletedInFlight, deletedReply)
   await usage.flush()
+  await rolledUp(db.pool)
   for (const table of ['usage_minutes', 'usage_hours', 'usage_days']) {
     t.same(await totals(db.pool, table, key.keyId), { 'revoked 4 /v1/agents': 4 }, `${table}: the revoked refusals, none of the deleted`)
   }
@@ -300,4 +308,49 @@ t.test('the request log keeps each agency to its newest rows', async (t) => {
   const byAgency = new Map(rows.map((row) => [row.agency_id, row]))
   t.equal(byAgency.get(key.agencyId)?.n, 100, 'the flooding agency is cut to its cap')
   t.equal(byAgency.get(other.agencyId)?.n, 1, 'another agency keeps its rows')
+})
+
+t.test('replicas roll up the hours that are over, one at a time; a replica that stops gives up its rollup, undone', async (t) => {
+  const db = await createTestDatabase(t)
+  const hour = 3_600_000
+  const thisHour = Math.floor(Date.now() / hour) * hour
+  await db.pool.query('UPDATE usage_rollup SET rolled_until = $1', [new Date(thisHour - 3 * hour).toISOString()])
+  const key = newKey()
+  const minutes = [3, 2, 1, 0].map((ago, i) => ({
+    bucket: thisHour - ago * hour + 60_000,
+    ...key,
+    route: '/v1/agents',
+    outcome: 'served',
+    statusClass: 2,
+    requests: 10 + i,
+    latency: [1],
+  }))
+  t.equal(await writeUsageBatch(db.pool, { replicaId: 'r', seq: 1, minutes }), 'applied')
+  const rolled = async (): Promise<number> => (await db.pool.query<{ at: Date }>('SELECT rolled_until AS at FROM usage_rollup')).rows[0]!.at.getTime()
+
+  // A replica whose rollup is held up (another session holds the lock of the hour it rolls) and is stopped meanwhile.
+  const held = await db.pool.connect()
+  t.teardown(() => held.release())
+  await held.query('SELECT pg_advisory_lock(31027, $1)', [Math.floor((thisHour - 3 * hour) / hour)])
+  const stopping = recorder(db.pool).usage
+  const rollingUp = stopping.rollUp(thisHour + 30 * 60_000)
+  await waitFor(
+    async () => (await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%usage_roll_up%'")).rowCount === 1,
+    'the rollup waiting for the lock',
+  )
+  await stopping.stop(1_000)
+  t.equal(await rollingUp, 0, 'the stopped replica rolled nothing')
+  await held.query('SELECT pg_advisory_unlock(31027, $1)', [Math.floor((thisHour - 3 * hour) / hour)])
+  await waitFor(
+    async () => (await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE query LIKE '%usage_roll_up%' AND pid <> pg_backend_pid()")).rowCount === 0,
+    'its connection gone',
+  )
+  t.equal(await rolled(), thisHour - 3 * hour, 'and its transaction is undone')
+
+  const [a, b] = [recorder(db.pool).usage, recorder(db.pool).usage]
+  const done = await Promise.all([a.rollUp(thisHour + 30 * 60_000), b.rollUp(thisHour + 30 * 60_000)])
+  t.equal(done[0] + done[1], 3, `the three hours over a minute ago are rolled up once between two replicas (${done.join(' + ')})`)
+  t.equal(await rolled(), thisHour, 'not the hour under way')
+  t.same(await totals(db.pool, 'usage_hours', key.keyId), { 'served 2 /v1/agents': 10 + 11 + 12 }, 'the hour rows hold the minutes of the hours rolled')
+  t.equal(await a.rollUp(thisHour + 30 * 60_000), 0, 'nothing more to roll')
 })

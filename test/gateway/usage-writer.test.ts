@@ -1,9 +1,10 @@
 /**
  * The usage batch writer at scale (issue 31, "Speed and scale"), against the
  * real Postgres: a flush of thousands of keys is a handful of statements,
- * whatever the number of keys (the minute rows and their hour and day sums in
- * one), and the sums are exact, within one minute and across minutes of one
- * hour and day; a batch held up in Postgres is cancelled there, not left
+ * whatever the number of keys (the minute rows of every kind in one), the
+ * hours and days rolled up from them are exact, and so are the sums of rows
+ * that come for hours and days already rolled, within one minute and across
+ * minutes of one hour and day; a batch held up in Postgres is cancelled there, not left
  * holding its connection. No timing here: the bench (BENCH_ONLY=usage-scale) measures it.
  */
 import { randomUUID } from 'node:crypto'
@@ -12,7 +13,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { createPool } from '@scoped/shared/db'
 import { createLogger } from '@scoped/shared/logger'
 import type { ActiveKeyState } from '@scoped/shared/key-state'
-import { writeUsageBatch } from '@scoped/shared/usage-store'
+import { rollUpUsage, writeUsageBatch } from '@scoped/shared/usage-store'
 import type { UsageRow } from '@scoped/shared/usage-store'
 import { GatewayMetrics } from '@scoped/gateway/metrics'
 import { KeyDecision } from '@scoped/gateway/request-state'
@@ -41,10 +42,13 @@ async function sums(pool: ReturnType<typeof createPool>, table: string): Promise
   return { rows: rows[0]!.rows, requests: Number(rows[0]!.requests) }
 }
 
-t.test('a flush of thousands of keys is a few statements, and its hour and day rows are the minutes summed', async (t) => {
+t.test('a flush of thousands of keys is a few statements, and its hour and day rows, rolled up, are the minutes summed', async (t) => {
   const db = await createTestDatabase(t)
   const pool = createPool(db.url, { max: 1 })
   t.teardown(() => pool.end())
+  // Where the rollup stands while a replica counts: at the hour under way.
+  const thisHour = Math.floor(Date.now() / 3_600_000) * 3_600_000
+  await db.pool.query('UPDATE usage_rollup SET rolled_until = $1', [new Date(thisHour).toISOString()])
   const statements: string[] = []
   pool.on('connect', (client) => {
     const query = client.query.bind(client) as (...args: unknown[]) => unknown
@@ -75,17 +79,21 @@ t.test('a flush of thousands of keys is a few statements, and its hour and day r
   await usage.flush()
   t.equal(usage.pending(), 0, 'written')
   const writes = statements.filter((text) => /usage_(minutes|hours|days)/.test(text) && /INSERT/.test(text))
-  t.equal(writes.length, 1, `one statement adds to the minute, hour and day rows of ${KEYS} keys`)
+  t.equal(writes.length, 1, `one statement adds to the minute rows of ${KEYS} keys`)
   const batch = statements.slice(0, statements.indexOf('COMMIT') + 1)
-  t.ok(batch.length <= 9, `the batch's transaction is a handful of statements: ${batch.length}`)
+  t.ok(batch.length <= 10, `the batch's transaction is a handful of statements: ${batch.length}`)
   const minutes = await sums(pool, 'usage_minutes')
   t.ok(minutes.rows >= 2 * KEYS, `${minutes.rows} minute rows: two cells per key (more when the minute turned while counting)`)
   t.equal(minutes.requests, requests, 'every answer is in the minute rows')
-  t.equal((await sums(pool, 'usage_hours')).requests, requests, 'and in the hour rows')
+  t.equal((await sums(pool, 'usage_hours')).rows, 0, 'no hour row before its hour is rolled up')
+  // The rollup of the hour (and, at the day's end, the day): early here, as a test may.
+  const dayEnd = Math.ceil((thisHour + 1) / 86_400_000) * 86_400_000
+  t.ok((await rollUpUsage(pool, new Date(dayEnd), 24)) >= 1, 'the hours to the end of the day rolled up')
+  t.equal((await sums(pool, 'usage_hours')).requests, requests, 'every answer is in the hour rows')
   t.equal((await sums(pool, 'usage_days')).requests, requests, 'and in the day rows')
 })
 
-t.test('minute rows of several minutes are summed to their hour and day, exactly', async (t) => {
+t.test('minute rows of several minutes, late for their rolled hours and days, are summed to them exactly', async (t) => {
   const db = await createTestDatabase(t)
   const day = Date.UTC(2026, 0, 15)
   const keyId = randomUUID()

@@ -80,6 +80,11 @@ const EXPECTED: Record<string, Record<ServiceGroupRole, string>> = {
   usage_summary_minutes: { scoped_gateway: 'SIU', scoped_resource: '', scoped_agency: 'S' },
   usage_summary_hours: { scoped_gateway: 'SIU', scoped_resource: '', scoped_agency: 'S' },
   usage_summary_days: { scoped_gateway: 'SIU', scoped_resource: '', scoped_agency: 'S' },
+  // 026: the whole agency's summary, the same again; where the rollup stands, moved only by usage_roll_up.
+  usage_agency_minutes: { scoped_gateway: 'SIU', scoped_resource: '', scoped_agency: 'S' },
+  usage_agency_hours: { scoped_gateway: 'SIU', scoped_resource: '', scoped_agency: 'S' },
+  usage_agency_days: { scoped_gateway: 'SIU', scoped_resource: '', scoped_agency: 'S' },
+  usage_rollup: { scoped_gateway: 'S', scoped_resource: '', scoped_agency: 'S' },
   usage_batches: { scoped_gateway: 'I', scoped_resource: '', scoped_agency: '' },
   request_log: { scoped_gateway: 'I', scoped_resource: '', scoped_agency: 'S' },
 }
@@ -390,7 +395,15 @@ t.test('the gateway writes usage and the request log as its role (partitions mad
   t.equal(await writeUsageBatch(gateway, batch), 'applied')
   t.equal(await writeUsageBatch(gateway, batch), 'duplicate')
   t.equal((await agency.query('SELECT sum(requests)::int AS n FROM usage_summary_hours')).rows[0]?.n, 6, 'the summaries written as the gateway')
-  t.equal(await expireUsage(gateway, { minutes: 86_400, hours: 86_400, days: 86_400 }), 6, 'the 2026-01 partitions are past a day, per key and summed')
+  t.equal(
+    (await agency.query('SELECT sum(requests)::int AS n FROM usage_agency_hours')).rows[0]?.n,
+    6,
+    "the agency's summary too: the minute row late for its rolled hour, and the hour row",
+  )
+  t.equal(await outcome(gateway, 'SELECT usage_roll_up(now())'), 'ok', 'the gateway rolls up the hours')
+  t.equal(await outcome(gateway, 'UPDATE usage_rollup SET rolled_until = rolled_until'), DENIED, 'but moves the rollup only through it')
+  t.equal(await outcome(gateway, 'DELETE FROM usage_hours'), DENIED, 'nor deletes the rows it replaces')
+  t.equal(await expireUsage(gateway, { minutes: 86_400, hours: 86_400, days: 86_400 }), 9, 'the 2026-01 partitions are past a day, per key and summed')
   t.equal(await outcome(gateway, 'DELETE FROM request_log'), DENIED, 'the gateway removes no log row itself')
   t.equal(await outcome(gateway, 'SELECT usage_partition($1, $2, now())', ['usage_minutes', 'day']), DENIED, 'nor makes a partition but through usage_prepare')
   t.equal((await agency.query('SELECT count(*)::int AS n FROM request_log')).rows[0]?.n, 1)

@@ -1,11 +1,12 @@
 /**
  * A tenant's usage over a range (the contract's "Usage"): the counts the
- * gateways wrote (migrations 017 and 025) summed per bucket of the granularity and per
+ * gateways wrote (migrations 017, 025 and 026) summed per bucket of the granularity and per
  * group, one point per bucket of the range with zeros included, `requests`
  * the sum of the outcomes, and latency percentiles read from the merged
  * histograms. The same report serves the API, ctl and the console.
  */
-import type { Pool } from '@scoped/shared/db'
+import type { Pool, PoolClient } from '@scoped/shared/db'
+import { inTransaction } from '@scoped/shared/db'
 import { ApiError, invalidField } from '@scoped/shared/errors'
 import type { StatusClass, UsageOutcome } from '@scoped/shared/usage'
 import { LATENCY_BUCKETS, latencyQuantile, statusClasses, usageOutcomes } from '@scoped/shared/usage'
@@ -20,13 +21,16 @@ const BUCKET_MS: Record<Granularity, number> = { minute: 60_000, hour: 3_600_000
 /** The longest range of each granularity. */
 export const MAX_RANGE_MS: Record<Granularity, number> = { minute: 86_400_000, hour: 90 * 86_400_000, day: 400 * 86_400_000 }
 /**
- * Where a report reads: the per-key rows (migration 017) only when it is grouped by key or filtered by one, the
- * tenants' summaries without the key (migration 025, written with them and equal to their sums) for every other.
+ * Where a report reads: the per-key rows (migration 017) only when it is grouped by key or filtered by one; the
+ * summaries per sub-account (migration 025) when it is about sub-accounts (grouped by them, filtered by one, or a
+ * sub-account's own); the whole agency's summary (migration 026) for every other. All are written together and
+ * equal to each other's sums.
  */
-export type UsageSource = 'keys' | 'summary'
+export type UsageSource = 'keys' | 'summary' | 'agency'
 const TABLE: Record<UsageSource, Record<Granularity, string>> = {
   keys: { minute: 'usage_minutes', hour: 'usage_hours', day: 'usage_days' },
   summary: { minute: 'usage_summary_minutes', hour: 'usage_summary_hours', day: 'usage_summary_days' },
+  agency: { minute: 'usage_agency_minutes', hour: 'usage_agency_hours', day: 'usage_agency_days' },
 }
 const GROUP_COLUMN: Record<GroupBy | 'none', string> = {
   none: 'NULL::text',
@@ -34,6 +38,23 @@ const GROUP_COLUMN: Record<GroupBy | 'none', string> = {
   'sub-account': 'sub_account_id::text',
   route: 'route',
   outcome: 'outcome',
+}
+/**
+ * The rows a report of each granularity reads, given where the hourly rollup stands (migration 026: hours before
+ * it are in the hour rows, whole days before its day in the day rows): the coarse rows the rollup has made, and
+ * the finer rows after it (the hours and minutes not rolled up yet), each truncated to the granularity.
+ */
+const PARTS: Record<Granularity, Array<{ granularity: Granularity; from: 'start' | 'rolled-day' | 'rolled'; to: 'end' | 'rolled-day' | 'rolled' }>> = {
+  minute: [{ granularity: 'minute', from: 'start', to: 'end' }],
+  hour: [
+    { granularity: 'hour', from: 'start', to: 'rolled' },
+    { granularity: 'minute', from: 'rolled', to: 'end' },
+  ],
+  day: [
+    { granularity: 'day', from: 'start', to: 'rolled-day' },
+    { granularity: 'hour', from: 'rolled-day', to: 'rolled' },
+    { granularity: 'minute', from: 'rolled', to: 'end' },
+  ],
 }
 const DEFAULT_RANGE_MS = 86_400_000
 
@@ -121,7 +142,10 @@ async function checkOwnership(pool: Pool, owner: UsageOwner, request: UsageReque
   if (request.keyId !== undefined) {
     const { rowCount } = await pool.query(
       `SELECT 1 FROM api_keys WHERE id = $1 AND agency_id = $2 AND ($3::uuid IS NULL OR sub_account_id = $3)
-       UNION ALL SELECT 1 FROM usage_days WHERE key_id = $1 AND agency_id = $2 AND ($3::uuid IS NULL OR sub_account_id = $3) LIMIT 1`,
+       UNION ALL SELECT 1 FROM usage_days WHERE key_id = $1 AND agency_id = $2 AND ($3::uuid IS NULL OR sub_account_id = $3)
+       UNION ALL SELECT 1 FROM usage_hours WHERE key_id = $1 AND agency_id = $2 AND ($3::uuid IS NULL OR sub_account_id = $3)
+       UNION ALL SELECT 1 FROM usage_minutes WHERE agency_id = $2 AND bucket >= (SELECT rolled_until FROM usage_rollup) AND key_id = $1
+                                             AND ($3::uuid IS NULL OR sub_account_id = $3) LIMIT 1`,
       [request.keyId, owner.agencyId, owner.subAccountId ?? null],
     )
     if (rowCount === 0) throw new ApiError('notFound')
@@ -149,42 +173,91 @@ export function firstBucket(from: Date, granularity: Granularity): number {
   return ms - (((ms % BUCKET_MS[granularity]) + BUCKET_MS[granularity]) % BUCKET_MS[granularity])
 }
 
-/** The tables a report needs: the per-key ones only for a key's dimension. */
-export function usageSource(request: UsageRequest): UsageSource {
-  return request.groupBy === 'key' || request.keyId !== undefined ? 'keys' : 'summary'
+/** The tables a report needs: the per-key ones only for a key's dimension, the sub-accounts' only for theirs. */
+export function usageSource(owner: UsageOwner, request: UsageRequest): UsageSource {
+  if (request.groupBy === 'key' || request.keyId !== undefined) return 'keys'
+  if (request.groupBy === 'sub-account' || request.subAccountId !== undefined || owner.subAccountId !== undefined) return 'summary'
+  return 'agency'
+}
+
+/** Whether `source` has what the report needs (a test compares the sources that do). */
+function serves(source: UsageSource, owner: UsageOwner, request: UsageRequest): boolean {
+  const needed = usageSource(owner, request)
+  return source === needed || source === 'keys' || (source === 'summary' && needed === 'agency')
+}
+
+/**
+ * Where the rollup stands. Read before the report's statement rather than in it, so that the planner reads only
+ * the partitions each part needs; a rollup that commits in between leaves the report exact, as every hour it
+ * rolls keeps its minute rows (migration 026 drops minutes only once rolled up) and a row written late goes to
+ * both.
+ */
+export async function rolledUntil(db: Pool | PoolClient): Promise<Date> {
+  const { rows } = await db.query<{ rolled_until: Date }>('SELECT rolled_until FROM usage_rollup')
+  if (rows[0] === undefined) throw new Error('usage_rollup has no row: run the migrations')
+  return rows[0].rolled_until
 }
 
 /**
  * The statement of a report (the benchmark and the tests read its plan): the counts of the range, summed per
- * bucket, group, outcome and status class. `source` is the report's own unless a test compares the two.
+ * bucket, group, outcome and status class. `source` is the report's own unless a test compares them.
  */
 export function usageQuery(
   owner: UsageOwner,
   request: UsageRequest,
-  source: UsageSource = usageSource(request),
+  rolled: Date,
+  source: UsageSource = usageSource(owner, request),
 ): { text: string; values: unknown[]; start: number } {
-  if (source === 'summary' && usageSource(request) === 'keys') throw new Error('usageQuery: the summaries have no key dimension')
+  if (!serves(source, owner, request)) throw new Error(`usageQuery: ${source} rows lack a dimension the report needs`)
+  const step = BUCKET_MS[request.granularity]
   const start = firstBucket(request.from, request.granularity)
-  const values: unknown[] = [owner.agencyId, new Date(start).toISOString(), request.to.toISOString()]
-  const where = ['agency_id = $1', 'bucket >= $2', 'bucket < $3']
-  const add = (condition: (parameter: string) => string, value: unknown): void => {
+  // Every bucket of the granularity that begins before `to`, whole: its finer rows up to its end.
+  const end = firstBucket(new Date(request.to.getTime() + step - 1), request.granularity)
+  const bounds = { start, end, rolled: rolled.getTime(), 'rolled-day': firstBucket(rolled, 'day') }
+  const values: unknown[] = [owner.agencyId]
+  const where = ['agency_id = $1']
+  const parameter = (value: unknown): string => {
     values.push(value)
-    where.push(condition(`$${values.length}`))
+    return `$${values.length}`
   }
   const subAccountId = owner.subAccountId ?? request.subAccountId
-  if (subAccountId !== undefined) add((p) => `sub_account_id = ${p}`, subAccountId)
-  if (request.keyId !== undefined) add((p) => `key_id = ${p}`, request.keyId)
-  const text = `SELECT (extract(epoch FROM bucket) * 1000)::bigint::text AS at_ms, ${GROUP_COLUMN[request.groupBy ?? 'none']} AS grp, outcome, status_class,
+  if (subAccountId !== undefined) where.push(`sub_account_id = ${parameter(subAccountId)}`)
+  if (request.keyId !== undefined) where.push(`key_id = ${parameter(request.keyId)}`)
+  const group = GROUP_COLUMN[request.groupBy ?? 'none']
+  const parts = PARTS[request.granularity].flatMap(({ granularity, from, to }) => {
+    const first = Math.max(start, bounds[from])
+    const last = Math.min(end, bounds[to])
+    if (first >= last) return []
+    const bucket = granularity === request.granularity ? 'bucket' : `date_trunc('${request.granularity}', bucket, 'UTC')`
+    return [
+      `SELECT ${bucket} AS bucket, ${group} AS grp, outcome, status_class, requests, latency FROM ${TABLE[source][granularity]}
+        WHERE ${where.join(' AND ')} AND bucket >= ${parameter(new Date(first).toISOString())} AND bucket < ${parameter(new Date(last).toISOString())}`,
+    ]
+  })
+  if (parts.length === 0)
+    parts.push(`SELECT NULL::timestamptz AS bucket, NULL::text AS grp, NULL::text AS outcome, NULL::smallint AS status_class,
+    NULL::bigint AS requests, NULL::bigint[] AS latency WHERE false`)
+  const text = `SELECT (extract(epoch FROM bucket) * 1000)::bigint::text AS at_ms, grp, outcome, status_class,
             sum(requests)::text AS requests, usage_histogram_sum(latency)::text[] AS latency
-       FROM ${TABLE[source][request.granularity]} WHERE ${where.join(' AND ')} GROUP BY 1, 2, 3, 4`
+       FROM (${parts.join('\n UNION ALL ')}) AS counted GROUP BY 1, 2, 3, 4`
   return { text, values, start }
 }
 
-export async function usageReport(pool: Pool, owner: UsageOwner, request: UsageRequest, source: UsageSource = usageSource(request)): Promise<UsageReport> {
+export async function usageReport(
+  pool: Pool,
+  owner: UsageOwner,
+  request: UsageRequest,
+  source: UsageSource = usageSource(owner, request),
+): Promise<UsageReport> {
   await checkOwnership(pool, owner, request)
-  const { text, values, start } = usageQuery(owner, request, source)
-  const { rows } = await pool.query<Row>(text, values)
-  return buildReport(request, start, rows)
+  return inTransaction(pool, async (client) => {
+    // No JIT: the planner's estimates of a report's rows (histograms summed per bucket) made it compile the
+    // statement, which took far longer than running it.
+    await client.query("SELECT set_config('jit', 'off', true)")
+    const { text, values, start } = usageQuery(owner, request, await rolledUntil(client), source)
+    const { rows } = await client.query<Row>(text, values)
+    return buildReport(request, start, rows)
+  })
 }
 
 function buildReport(request: UsageRequest, start: number, rows: readonly Row[]): UsageReport {

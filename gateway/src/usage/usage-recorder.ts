@@ -14,12 +14,12 @@
  * gateway_usage_dropped_total and said in the log at the next flush.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { Pool } from '@scoped/shared/db'
+import type { Pool, PoolClient } from '@scoped/shared/db'
 import type { Logger } from '@scoped/shared/logger'
 import type { RequestLogRow } from '@scoped/shared/request-log-store'
 import { expireRequestLog, writeRequestLog } from '@scoped/shared/request-log-store'
 import type { UsageRetention, UsageRow } from '@scoped/shared/usage-store'
-import { expireUsage, writeUsageBatch } from '@scoped/shared/usage-store'
+import { expireUsage, rollUpUsage, writeUsageBatch } from '@scoped/shared/usage-store'
 import { withDeadline } from '@scoped/shared/deadline'
 import type { GatewayMetrics } from '../metrics.js'
 import { outcomeOfStatus } from '../outcomes.js'
@@ -54,6 +54,14 @@ export const DEFAULT_USAGE_OPTIONS: UsageOptions = {
 
 /** How often a replica drops the partitions past their retention. */
 const EXPIRY_INTERVAL_MS = 3_600_000
+/**
+ * How often a replica offers to roll up the hours that are over (one replica rolls; the others' calls answer at
+ * once), how long after its end an hour is rolled (so that the replicas' last flushes of it are in; a later row is
+ * still counted, added to the rolled hour by its writer), and how many hours one turn rolls at most.
+ */
+export const ROLLUP_INTERVAL_MS = 60_000
+export const ROLLUP_GRACE_MS = 60_000
+const ROLLUP_MAX_HOURS = 24
 
 interface Batch {
   seq: number
@@ -74,6 +82,10 @@ export class UsageRecorder {
   private timer: NodeJS.Timeout | undefined
   private flushing: Promise<void> = Promise.resolve()
   private lastExpiry = 0
+  private rollupTimer: NodeJS.Timeout | undefined
+  /** The connection of the rollup under way: at stop it is closed (the rollup's transaction is undone; the next replica redoes it). */
+  private rolling: PoolClient | null = null
+  private stopped = false
   /** Once stopping: when the stop gives up (epoch ms); no write may outlast it, so a Postgres that hangs still ends in "dropped", said. */
   private stopBy = Infinity
 
@@ -134,6 +146,33 @@ export class UsageRecorder {
     if (!this.options.counting) return
     this.timer = setInterval(() => void this.flush(), this.options.intervalMs)
     this.timer.unref()
+    this.rollupTimer = setInterval(() => void this.rollUp(), ROLLUP_INTERVAL_MS)
+    this.rollupTimer.unref()
+  }
+
+  /**
+   * Rolls up the hours over since ROLLUP_GRACE_MS (usage-store.ts), on a connection of its own and never inside
+   * a flush: a long rollup delays no count. Failures are said and tried again at the next turn.
+   */
+  async rollUp(now = Date.now()): Promise<number> {
+    if (this.rolling !== null || this.stopped) return 0
+    let client: PoolClient | null = null
+    try {
+      client = await this.pool.connect()
+      this.rolling = client
+      this.metrics.countRoundTrip('postgres')
+      const hours = await rollUpUsage(client, new Date(now - ROLLUP_GRACE_MS), ROLLUP_MAX_HOURS)
+      if (hours > 0) this.logger.debug({ hours }, 'usage hours rolled up')
+      return hours
+    } catch (error) {
+      if (!this.stopped) this.logger.warn({ err: error }, 'could not roll up usage hours; will try again')
+      return 0
+    } finally {
+      if (client !== null && this.rolling === client) {
+        this.rolling = null
+        client.release()
+      }
+    }
   }
 
   /** Writes the batch in flight, then what was counted since; flushes never overlap. */
@@ -148,6 +187,11 @@ export class UsageRecorder {
    */
   async stop(deadlineMs: number): Promise<void> {
     clearInterval(this.timer)
+    clearInterval(this.rollupTimer)
+    this.stopped = true
+    const rolling = this.rolling
+    this.rolling = null
+    rolling?.release(new Error('gateway stopping'))
     const until = Date.now() + deadlineMs
     this.stopBy = until
     await this.flush()
