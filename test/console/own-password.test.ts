@@ -7,7 +7,7 @@
 import t from 'tap'
 import { SESSION_COOKIE } from '@scoped/agency-service/console/cookies'
 import { MAX_FAILURES_PER_EMAIL_AND_CLIENT } from '@scoped/agency-service/console/sign-in-throttle'
-import { ConsoleClient, createUserWith, createWorld, csrfToken, PASSWORD, signedIn, startConsole } from './console-harness.js'
+import { ConsoleClient, createUserWith, createWorld, csrfToken, formTokenOf, PASSWORD, signedIn, startConsole } from './console-harness.js'
 
 const FORM = '/console/account/password'
 const NEW_PASSWORD = 'an entirely different passphrase'
@@ -118,4 +118,33 @@ t.test(`wrong current passwords count like failed sign-ins: after ${MAX_FAILURES
     303,
     'from elsewhere the account still signs in, with its password unchanged',
   )
+})
+
+t.test('the form is sent once: a double post changes the password once and counts no wrong password; a later repeat is sent to sign in', async (t) => {
+  const { app, pool } = await startConsole(t)
+  const world = await createWorld(pool)
+  const user = await createUserWith(pool, world.agencyId, 'member')
+  const here = await signedIn(app, user.email, '192.0.2.45')
+  const page = (await here.get(FORM)).body
+  const form = { csrf: csrfToken(page), formToken: formTokenOf(page)!, currentPassword: PASSWORD, newPassword: NEW_PASSWORD, newPasswordAgain: NEW_PASSWORD }
+  const before = here.jar.get(SESSION_COOKIE)!.value
+  // Two clients with the same cookie: a browser that sent the form twice before the first answer came.
+  const again = new ConsoleClient(app, '192.0.2.45')
+  again.jar.set(SESSION_COOKIE, { value: before, path: '/console' })
+  const [first, second] = await Promise.all([here.post(FORM, form), again.post(FORM, form)])
+  // One of the two does the change. The other waits for its answer; the change ends the session both came with, and
+  // the claim of the form with it, so the other is answered as any request of an ended session: sent to sign in. Not
+  // a 500, and not a "wrong current password" counted against the user, as checking it again would give.
+  const locations = [first, second].map((answer) => `${answer.statusCode} ${String(answer.headers.location)}`).sort()
+  t.same(locations, [`303 ${FORM}?notice=changed`, '303 /console/sign-in'], 'one post changes it, the other is sent to sign in')
+  t.equal((await pool.query(`SELECT 1 FROM audit_events WHERE type = 'user.password-changed' AND user_id = $1`, [user.id])).rowCount, 1, 'one change recorded')
+  const { rows } = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM console_sign_in_failures')
+  t.equal(rows[0]!.n, 0, 'and no failed attempt counted against the user')
+
+  const later = new ConsoleClient(app, '192.0.2.45')
+  later.jar.set(SESSION_COOKIE, { value: before, path: '/console' })
+  const repeat = await later.post(FORM, form)
+  t.equal(repeat.statusCode, 303, 'the same form sent again later, with the session the change ended')
+  t.match(String(repeat.headers.location), /\/console\/sign-in/, 'is sent to sign in')
+  t.equal((await new ConsoleClient(app).signIn(user.email, NEW_PASSWORD)).statusCode, 303, 'where the new password signs in')
 })

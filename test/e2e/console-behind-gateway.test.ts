@@ -62,11 +62,12 @@ t.test('changing your own password gives the browser a new session token; the on
   const asBefore = { cookie: `${SESSION_COOKIE}=${before}` }
   const form = await api.request('/console/account/password', { headers: asBefore })
   const csrf = /name="csrf" value="([^"]+)"/.exec(form.text)?.[1] ?? ''
+  const formToken = /name="formToken" value="([^"]+)"/.exec(form.text)?.[1] ?? ''
   const next = 'an entirely different passphrase'
   const changed = await api.request('/console/account/password', {
     method: 'POST',
     headers: { ...asBefore, 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin' },
-    body: new URLSearchParams({ csrf, currentPassword: password, newPassword: next, newPasswordAgain: next }).toString(),
+    body: new URLSearchParams({ csrf, formToken, currentPassword: password, newPassword: next, newPasswordAgain: next }).toString(),
   })
   t.equal(changed.status, 303, 'changed')
   const after = cookiesOf(changed).get(SESSION_COOKIE)

@@ -69,6 +69,9 @@ export async function submitOnce(
   for (;;) {
     const seen = await claim(options, key, action)
     if (seen === 'claimed') return first(options, request, reply, token, key, work)
+    // The session ended meanwhile (the first submission changed the password, or the user was disabled), and its
+    // claims with it: answered as any request of an ended session is.
+    if (seen === 'session-ended') return reply.redirect(options.paths.signIn, 303)
     if (seen !== 'released') {
       if (seen.action !== action) throw new ApiError('conflict', OTHER_FORM_MESSAGE)
       if (seen.outcome !== null) return replay(options, request, reply, token, seen)
@@ -80,15 +83,27 @@ export async function submitOnce(
 
 type SubmissionKey = { session: string; token: string }
 
-/** Claims the token for this submission, or reads the claim another made ('released': it was given up meanwhile). */
-async function claim(options: FormOnceOptions, key: SubmissionKey, action: string): Promise<'claimed' | 'released' | Submission> {
+/** Postgres' foreign_key_violation: a claim's session row is gone. */
+const SESSION_GONE = '23503'
+
+/**
+ * Claims the token for this submission, or reads the claim another made ('released': it was given up
+ * meanwhile; 'session-ended': the session it belongs to is gone, and its claims with it).
+ */
+async function claim(options: FormOnceOptions, key: SubmissionKey, action: string): Promise<'claimed' | 'released' | 'session-ended' | Submission> {
   const now = options.now()
   await options.pool.query(`DELETE FROM console_form_submissions WHERE expires_at <= $1`, [now])
-  const inserted = await options.pool.query(
-    `INSERT INTO console_form_submissions (session_token_hash, token_hash, action, expires_at) VALUES ($1, $2, $3, $4)
-     ON CONFLICT DO NOTHING`,
-    [key.session, key.token, action, new Date(now.getTime() + SESSION_LIFETIME_MS)],
-  )
+  let inserted
+  try {
+    inserted = await options.pool.query(
+      `INSERT INTO console_form_submissions (session_token_hash, token_hash, action, expires_at) VALUES ($1, $2, $3, $4)
+       ON CONFLICT DO NOTHING`,
+      [key.session, key.token, action, new Date(now.getTime() + SESSION_LIFETIME_MS)],
+    )
+  } catch (error) {
+    if ((error as { code?: string }).code === SESSION_GONE) return 'session-ended'
+    throw error
+  }
   if (inserted.rowCount === 1) return 'claimed'
   const { rows } = await options.pool.query<Submission>(
     `SELECT action, outcome, reveal_until FROM console_form_submissions WHERE session_token_hash = $1 AND token_hash = $2`,

@@ -12,7 +12,11 @@
  * common-password list), checked before the current one, so a refusal of it
  * says nothing about the current one. Every session of the user ends, this
  * one included: the browser gets a new session token with the change, so a
- * token copied before it is worth nothing.
+ * token copied before it is worth nothing. The form is sent once
+ * (form-once.ts): a second post of it while the first is at work gets the
+ * first's answer, not a "wrong current password" counted against the user;
+ * one that comes after it carries a session that has ended and is sent to
+ * sign in.
  */
 import type { FastifyInstance } from 'fastify'
 import type { Pool, PoolClient } from '@scoped/shared/db'
@@ -23,8 +27,11 @@ import { sessionOf } from './authenticate.js'
 import { cookieOptions, SESSION_COOKIE } from './cookies.js'
 import { FORM_BODY_LIMIT, formField } from './csrf.js'
 import { sendPage } from './error-page.js'
+import type { FormOutcome } from './form-once.js'
+import { submitOnce } from './form-once.js'
 import type { ConsolePaths } from './paths.js'
 import { consoleRoutes } from './paths.js'
+import type { PasswordField } from './password-views.js'
 import { passwordPage } from './password-views.js'
 import { createSession } from './sessions.js'
 import { SIGN_IN_BUSY_MESSAGE, SIGN_IN_THROTTLED_MESSAGE } from './sign-in.js'
@@ -42,45 +49,45 @@ export async function passwordRoutes(app: FastifyInstance, options: { pool: Pool
     return sendPage(reply, 200, passwordPage(paths, sessionOf(request), { changed }))
   })
 
-  app.post(consoleRoutes.accountPassword, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) => {
-    const session = sessionOf(request)
-    const current = formField(request, 'currentPassword') ?? ''
-    const next = formField(request, 'newPassword') ?? ''
-    if (next !== (formField(request, 'newPasswordAgain') ?? '')) {
-      return sendPage(reply, 400, passwordPage(paths, session, { error: 'The two new passwords differ.', errorField: 'newPasswordAgain' }))
-    }
-    const problem = passwordProblem(next)
-    if (problem !== undefined) {
-      const sentence = `${problem.charAt(0).toUpperCase()}${problem.slice(1)}.`
-      return sendPage(reply, 400, passwordPage(paths, session, { error: sentence, errorField: 'newPassword' }))
-    }
+  app.post(consoleRoutes.accountPassword, { bodyLimit: FORM_BODY_LIMIT }, async (request, reply) =>
+    submitOnce({ pool, now, paths }, request, reply, async (): Promise<FormOutcome> => {
+      const session = sessionOf(request)
+      const refused = (status: number, error: string, errorField: PasswordField): FormOutcome => ({
+        kind: 'page',
+        status,
+        body: passwordPage(paths, session, { error, errorField }),
+      })
+      const current = formField(request, 'currentPassword') ?? ''
+      const next = formField(request, 'newPassword') ?? ''
+      if (next !== (formField(request, 'newPasswordAgain') ?? '')) return refused(400, 'The two new passwords differ.', 'newPasswordAgain')
+      const problem = passwordProblem(next)
+      if (problem !== undefined) return refused(400, `${problem.charAt(0).toUpperCase()}${problem.slice(1)}.`, 'newPassword')
 
-    const attempt = await throttle.begin(signInSubjects(session.email, request.ip, undefined), now())
-    if (!attempt.allowed) {
-      request.log.warn({ userId: session.userId, decidedBy: attempt.decidedBy }, 'console: password change throttled')
-      return sendPage(
-        reply.header('retry-after', String(attempt.retryAfterSeconds)),
-        429,
-        passwordPage(paths, session, { error: SIGN_IN_THROTTLED_MESSAGE, errorField: 'currentPassword' }),
-      )
-    }
-    let outcome
-    try {
-      const replacement = async (client: PoolClient): Promise<string | undefined> => (await createSession(client, session.userId, now()))?.token
-      outcome = await users.changeOwnPassword(session.userId, current, next, userActor(session.userId, request.ip), replacement)
-    } catch (error) {
-      throttle.abandoned(attempt)
-      if (!(error instanceof PasswordHashBusy)) throw error
-      return sendPage(reply.header('retry-after', '5'), 503, passwordPage(paths, session, { error: SIGN_IN_BUSY_MESSAGE, errorField: 'currentPassword' }))
-    }
-    if (outcome === 'wrong-password') {
-      await throttle.failed(attempt)
-      request.log.info({ userId: session.userId }, 'console: password change refused, wrong current password')
-      return sendPage(reply, 400, passwordPage(paths, session, { error: WRONG_CURRENT_PASSWORD_MESSAGE, errorField: 'currentPassword' }))
-    }
-    await throttle.succeeded(attempt)
-    request.log.info({ userId: session.userId }, 'console: password changed')
-    reply.setCookie(SESSION_COOKIE, outcome.token, cookieOptions(paths.home))
-    return reply.redirect(`${paths.accountPassword}?notice=changed`, 303)
-  })
+      const attempt = await throttle.begin(signInSubjects(session.email, request.ip, undefined), now())
+      if (!attempt.allowed) {
+        request.log.warn({ userId: session.userId, decidedBy: attempt.decidedBy }, 'console: password change throttled')
+        reply.header('retry-after', String(attempt.retryAfterSeconds))
+        return refused(429, SIGN_IN_THROTTLED_MESSAGE, 'currentPassword')
+      }
+      let outcome
+      try {
+        const replacement = async (client: PoolClient): Promise<string | undefined> => (await createSession(client, session.userId, now()))?.token
+        outcome = await users.changeOwnPassword(session.userId, current, next, userActor(session.userId, request.ip), replacement)
+      } catch (error) {
+        throttle.abandoned(attempt)
+        if (!(error instanceof PasswordHashBusy)) throw error
+        reply.header('retry-after', '5')
+        return refused(503, SIGN_IN_BUSY_MESSAGE, 'currentPassword')
+      }
+      if (outcome === 'wrong-password') {
+        await throttle.failed(attempt)
+        request.log.info({ userId: session.userId }, 'console: password change refused, wrong current password')
+        return refused(400, WRONG_CURRENT_PASSWORD_MESSAGE, 'currentPassword')
+      }
+      await throttle.succeeded(attempt)
+      request.log.info({ userId: session.userId }, 'console: password changed')
+      reply.setCookie(SESSION_COOKIE, outcome.token, cookieOptions(paths.home))
+      return { kind: 'redirect', location: `${paths.accountPassword}?notice=changed` }
+    }),
+  )
 }

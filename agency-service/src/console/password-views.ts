@@ -2,6 +2,7 @@
 import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from '@scoped/shared/passwords'
 import type { SafeHtml } from './html.js'
 import { html } from './html.js'
+import { formTokenInput } from './form-token.js'
 import { csrfInput, page } from './layout.js'
 import type { ConsolePaths } from './paths.js'
 import type { ConsoleSession } from './sessions.js'
@@ -38,6 +39,7 @@ export function passwordPage(paths: ConsolePaths, session: ConsoleSession, state
 ${state.changed === true && html`<div class="notice" role="status"><p>Your password was changed. Your other sessions have ended.</p></div>`}
 <form method="post" action="${paths.accountPassword}" class="panel" novalidate>
   ${csrfInput(session.csrfToken)}
+  ${formTokenInput()}
   ${field(state, 'currentPassword', 'Current password', 'current-password')}
   ${field(
     state,
