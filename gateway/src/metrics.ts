@@ -144,6 +144,7 @@ export class GatewayMetrics {
   private readonly throttled: Counter<'limit'>
   private readonly usageDropped: Counter<'kind'>
   private readonly usageFlushes: Counter<'result'>
+  private readonly usageRollups: Counter<'result'>
   /** [postgres, redis]: round trips made by this replica, for the benchmark's per-request figure. */
   private readonly roundTrips = new Float64Array(2)
   private readonly upstream: UpstreamLatency
@@ -192,6 +193,12 @@ export class GatewayMetrics {
     this.usageFlushes = new Counter({
       name: 'gateway_usage_flushes_total',
       help: 'Batches of usage counts and request log rows written to Postgres, by result (ok, error: retried).',
+      labelNames: ['result'] as const,
+      registers: [this.registry],
+    })
+    this.usageRollups = new Counter({
+      name: 'gateway_usage_rollups_total',
+      help: 'Usage hours this replica rolled up from the minutes (rolled), and its turns at it that failed (error: tried again a minute later).',
       labelNames: ['result'] as const,
       registers: [this.registry],
     })
@@ -261,6 +268,10 @@ export class GatewayMetrics {
 
   countUsageFlush(ok: boolean): void {
     this.usageFlushes.inc({ result: ok ? 'ok' : 'error' })
+  }
+
+  countUsageRollup(result: 'rolled' | 'error', n = 1): void {
+    this.usageRollups.inc({ result }, n)
   }
 
   countRefusedConnection(listener: ConnectionListener, reason: ConnectionRefusal): void {

@@ -347,10 +347,13 @@ t.test('replicas roll up the hours that are over, one at a time; a replica that 
   )
   t.equal(await rolled(), thisHour - 3 * hour, 'and its transaction is undone')
 
-  const [a, b] = [recorder(db.pool).usage, recorder(db.pool).usage]
-  const done = await Promise.all([a.rollUp(thisHour + 30 * 60_000), b.rollUp(thisHour + 30 * 60_000)])
+  const [a, b] = [recorder(db.pool), recorder(db.pool)]
+  const done = await Promise.all([a.usage.rollUp(thisHour + 30 * 60_000), b.usage.rollUp(thisHour + 30 * 60_000)])
   t.equal(done[0] + done[1], 3, `the three hours over a minute ago are rolled up once between two replicas (${done.join(' + ')})`)
+  const rolledMetric = async (replica: { metrics: GatewayMetrics }): Promise<number> =>
+    Number(/gateway_usage_rollups_total\{result="rolled"\} (\d+)/.exec(await replica.metrics.text())?.[1] ?? 0)
+  t.equal((await rolledMetric(a)) + (await rolledMetric(b)), 3, 'each replica counts the hours it rolled')
   t.equal(await rolled(), thisHour, 'not the hour under way')
   t.same(await totals(db.pool, 'usage_hours', key.keyId), { 'served 2 /v1/agents': 10 + 11 + 12 }, 'the hour rows hold the minutes of the hours rolled')
-  t.equal(await a.rollUp(thisHour + 30 * 60_000), 0, 'nothing more to roll')
+  t.equal(await a.usage.rollUp(thisHour + 30 * 60_000), 0, 'nothing more to roll')
 })

@@ -163,9 +163,12 @@ export class UsageRecorder {
       this.metrics.countRoundTrip('postgres')
       const hours = await rollUpUsage(client, new Date(now - ROLLUP_GRACE_MS), ROLLUP_MAX_HOURS)
       if (hours > 0) this.logger.debug({ hours }, 'usage hours rolled up')
+      this.metrics.countUsageRollup('rolled', hours)
       return hours
     } catch (error) {
-      if (!this.stopped) this.logger.warn({ err: error }, 'could not roll up usage hours; will try again')
+      if (this.stopped) return 0
+      this.metrics.countUsageRollup('error')
+      this.logger.warn({ err: error }, 'could not roll up usage hours; will try again')
       return 0
     } finally {
       if (client !== null && this.rolling === client) {
