@@ -13,10 +13,10 @@
  * says nothing about the current one. Every session of the user ends, this
  * one included: the browser gets a new session token with the change, so a
  * token copied before it is worth nothing. The form is sent once
- * (form-once.ts): a second post of it while the first is at work gets the
- * first's answer, not a "wrong current password" counted against the user;
- * one that comes after it carries a session that has ended and is sent to
- * sign in.
+ * (form-once.ts): a second post of it waits for the first, whose change ends
+ * the session both came with, and is then sent to sign in like any request
+ * of an ended session; it is never checked again against the new password,
+ * which would count a "wrong current password" against the user.
  */
 import type { FastifyInstance } from 'fastify'
 import type { Pool, PoolClient } from '@scoped/shared/db'
