@@ -357,3 +357,13 @@ t.test('replicas roll up the hours that are over, one at a time; a replica that 
   t.same(await totals(db.pool, 'usage_hours', key.keyId), { 'served 2 /v1/agents': 10 + 11 + 12 }, 'the hour rows hold the minutes of the hours rolled')
   t.equal(await a.usage.rollUp(thisHour + 30 * 60_000), 0, 'nothing more to roll')
 })
+
+t.test('a rollup that cannot reach Postgres is counted as failed, said, and left for the next turn', async (t) => {
+  const unreachable = createPool('postgres://postgres@127.0.0.1:1/none', { max: 1, applicationName: 'scoped-api-test' })
+  t.teardown(() => unreachable.end())
+  const { usage, metrics } = recorder(unreachable)
+  t.equal(await usage.rollUp(), 0, 'nothing rolled, nothing thrown')
+  t.match(await metrics.text(), /gateway_usage_rollups_total\{result="error"\} 1/, 'the failed turn counted')
+  t.equal(await usage.rollUp(), 0, 'and the next turn tries again')
+  t.match(await metrics.text(), /gateway_usage_rollups_total\{result="error"\} 2/)
+})

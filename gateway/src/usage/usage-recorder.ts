@@ -85,6 +85,7 @@ export class UsageRecorder {
   private rollupTimer: NodeJS.Timeout | undefined
   /** The connection of the rollup under way: at stop it is closed (the rollup's transaction is undone; the next replica redoes it). */
   private rolling: PoolClient | null = null
+  private rollingUp = false
   private stopped = false
   /** Once stopping: when the stop gives up (epoch ms); no write may outlast it, so a Postgres that hangs still ends in "dropped", said. */
   private stopBy = Infinity
@@ -152,30 +153,52 @@ export class UsageRecorder {
 
   /**
    * Rolls up the hours over since ROLLUP_GRACE_MS (usage-store.ts), on a connection of its own and never inside
-   * a flush: a long rollup delays no count. Failures are said and tried again at the next turn.
+   * a flush: a long rollup delays no count. One turn at a time; failures are said and tried again at the next.
    */
   async rollUp(now = Date.now()): Promise<number> {
-    if (this.rolling !== null || this.stopped) return 0
-    let client: PoolClient | null = null
+    if (this.rollingUp || this.stopped) return 0
+    this.rollingUp = true
+    try {
+      return await this.rollUpOnce(now)
+    } finally {
+      this.rollingUp = false
+    }
+  }
+
+  private async rollUpOnce(now: number): Promise<number> {
+    let client: PoolClient
     try {
       client = await this.pool.connect()
-      this.rolling = client
+    } catch (error) {
+      return this.rollUpFailed(error)
+    }
+    if (this.stopped) {
+      client.release()
+      return 0
+    }
+    this.rolling = client
+    try {
       this.metrics.countRoundTrip('postgres')
       const hours = await rollUpUsage(client, new Date(now - ROLLUP_GRACE_MS), ROLLUP_MAX_HOURS)
       if (hours > 0) this.logger.debug({ hours }, 'usage hours rolled up')
       this.metrics.countUsageRollup('rolled', hours)
       return hours
     } catch (error) {
-      if (this.stopped) return 0
-      this.metrics.countUsageRollup('error')
-      this.logger.warn({ err: error }, 'could not roll up usage hours; will try again')
-      return 0
+      return this.rollUpFailed(error)
     } finally {
-      if (client !== null && this.rolling === client) {
+      // Unless the stop took it (and closed it, undoing the rollup's transaction).
+      if (this.rolling === client) {
         this.rolling = null
         client.release()
       }
     }
+  }
+
+  private rollUpFailed(error: unknown): number {
+    if (this.stopped) return 0
+    this.metrics.countUsageRollup('error')
+    this.logger.warn({ err: error }, 'could not roll up usage hours; will try again')
+    return 0
   }
 
   /** Writes the batch in flight, then what was counted since; flushes never overlap. */
