@@ -215,8 +215,6 @@ BEGIN
     EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', fn, current_schema());
   END LOOP;
 END $$;
--- No JIT for the rollup's statements: compiling them costs more than running them.
-ALTER FUNCTION usage_roll_up(timestamptz) SET jit = off;
 
 -- The agency summaries of the counts already kept: the sub-accounts' summaries (025) summed once more.
 DO $$

@@ -20,9 +20,14 @@ export function createPool(databaseUrl: string, options: PoolOptions = {}): pg.P
     // instead of holding its pool slot until the kernel gives up on it.
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
+    // No JIT on any connection (a startup option, so no extra statement): every statement here is short, and
+    // LLVM's compiling of one whose estimates looked large (a usage batch's unnest, a report's histograms) took
+    // far longer than running it.
+    options: '-c jit=off',
   })
   // An idle client that loses its connection emits here; without a listener the process would crash.
   pool.on('error', () => undefined)
+
   return pool
 }
 

@@ -196,11 +196,8 @@ function bucketRange(batch: UsageBatch): [number, number] | null {
 /** Applies a batch once: 'applied', or 'duplicate' when this replica's batch of that sequence was applied before. */
 export async function writeUsageBatch(pool: Pool, batch: UsageBatch): Promise<'applied' | 'duplicate'> {
   return inTransaction(pool, async (client) => {
-    // No JIT: compiling the batch's statement (its estimates are a guess at an unnest) took longer than running it.
-    const timeout = batch.statementTimeoutMs === undefined ? null : `${Math.max(1, Math.ceil(batch.statementTimeoutMs))}ms`
-    await client.query("SELECT set_config('statement_timeout', coalesce($1, current_setting('statement_timeout')), true), set_config('jit', 'off', true)", [
-      timeout,
-    ])
+    if (batch.statementTimeoutMs !== undefined)
+      await client.query("SELECT set_config('statement_timeout', $1, true)", [`${Math.max(1, Math.ceil(batch.statementTimeoutMs))}ms`])
     const recorded = await client.query('INSERT INTO usage_batches (replica_id, seq) VALUES ($1, $2) ON CONFLICT DO NOTHING', [batch.replicaId, batch.seq])
     if (recorded.rowCount === 0) return 'duplicate'
     const range = bucketRange(batch)

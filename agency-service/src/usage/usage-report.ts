@@ -6,7 +6,6 @@
  * histograms. The same report serves the API, ctl and the console.
  */
 import type { Pool, PoolClient } from '@scoped/shared/db'
-import { inTransaction } from '@scoped/shared/db'
 import { ApiError, invalidField } from '@scoped/shared/errors'
 import type { StatusClass, UsageOutcome } from '@scoped/shared/usage'
 import { LATENCY_BUCKETS, latencyQuantile, statusClasses, usageOutcomes } from '@scoped/shared/usage'
@@ -250,14 +249,9 @@ export async function usageReport(
   source: UsageSource = usageSource(owner, request),
 ): Promise<UsageReport> {
   await checkOwnership(pool, owner, request)
-  return inTransaction(pool, async (client) => {
-    // No JIT: the planner's estimates of a report's rows (histograms summed per bucket) made it compile the
-    // statement, which took far longer than running it.
-    await client.query("SELECT set_config('jit', 'off', true)")
-    const { text, values, start } = usageQuery(owner, request, await rolledUntil(client), source)
-    const { rows } = await client.query<Row>(text, values)
-    return buildReport(request, start, rows)
-  })
+  const { text, values, start } = usageQuery(owner, request, await rolledUntil(pool), source)
+  const { rows } = await pool.query<Row>(text, values)
+  return buildReport(request, start, rows)
 }
 
 function buildReport(request: UsageRequest, start: number, rows: readonly Row[]): UsageReport {

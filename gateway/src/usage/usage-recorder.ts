@@ -59,8 +59,8 @@ const EXPIRY_INTERVAL_MS = 3_600_000
  * once), how long after its end an hour is rolled (so that the replicas' last flushes of it are in; a later row is
  * still counted, added to the rolled hour by its writer), and how many hours one turn rolls at most.
  */
-export const ROLLUP_INTERVAL_MS = 60_000
-export const ROLLUP_GRACE_MS = 60_000
+const ROLLUP_INTERVAL_MS = 60_000
+const ROLLUP_GRACE_MS = 60_000
 const ROLLUP_MAX_HOURS = 24
 
 interface Batch {
