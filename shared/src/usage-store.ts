@@ -29,9 +29,12 @@ export interface UsageRow {
 export interface UsageBatch {
   replicaId: string
   seq: number
-  /** Rows of usage_minutes, also summed to their hour and (UTC) day into usage_hours and usage_days in the same statement. */
+  /**
+   * Rows of usage_minutes, and their sums per sub-account and per agency; their hours and days are rolled up later
+   * (rollUpUsage), or added to now when the rollup has passed them.
+   */
   minutes: readonly UsageRow[]
-  /** Rows added to usage_hours and usage_days as they are, besides the minutes' sums (a back-fill, or rows older than minutes are kept). */
+  /** Rows added to the hour and day rows as they are (a back-fill of periods the rollup has passed; tests seed with it). */
   hours?: readonly UsageRow[]
   days?: readonly UsageRow[]
   /** Extra work in the same transaction (the request log's rows: request-log-store.ts). */
