@@ -69,16 +69,34 @@ export function runCtl(args: string[], env: ProcessEnv, input = ''): Promise<Cli
   })
 }
 
-/** A port that was free a moment ago, for a child process to listen on. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * Where freePort picks: below the ephemeral ports (Linux's 32768–60999, macOS's 49152–65535) and above the usual
+ * services'. The system hands none of these out on its own, so no other test's listen(0) nor outgoing connection
+ * takes one between its pick and its use.
+ */
+const PICKED_PORTS = { first: 20_000, last: 32_000 } as const
+const handedOut = new Set<number>()
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))))
-    })
+    server.once('error', () => resolve(false))
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
   })
+}
+
+/**
+ * A port nothing listens on, which stays so until its user binds it: for a child process to listen on, or for a
+ * server that is down (connections refused) and may come up there later.
+ */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 1_000; attempt++) {
+    const port = PICKED_PORTS.first + Math.floor(Math.random() * (PICKED_PORTS.last - PICKED_PORTS.first))
+    if (handedOut.has(port) || !(await bindable(port))) continue
+    handedOut.add(port)
+    return port
+  }
+  throw new Error(`no free port from ${PICKED_PORTS.first} to ${PICKED_PORTS.last}`)
 }
 
 export type RunningProcess = Spawned
