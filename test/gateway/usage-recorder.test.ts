@@ -335,14 +335,18 @@ t.test('replicas roll up the hours that are over, one at a time; a replica that 
   const stopping = recorder(db.pool).usage
   const rollingUp = stopping.rollUp(thisHour + 30 * 60_000)
   await waitFor(
-    async () => (await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%usage_roll_up%'")).rowCount === 1,
+    async () =>
+      (await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%usage_roll_up%'"))
+        .rowCount === 1,
     'the rollup waiting for the lock',
   )
   await stopping.stop(1_000)
   t.equal(await rollingUp, 0, 'the stopped replica rolled nothing')
   await held.query('SELECT pg_advisory_unlock(31027, $1)', [Math.floor((thisHour - 3 * hour) / hour)])
   await waitFor(
-    async () => (await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE query LIKE '%usage_roll_up%' AND pid <> pg_backend_pid()")).rowCount === 0,
+    async () =>
+      (await db.pool.query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%usage_roll_up%' AND pid <> pg_backend_pid()"))
+        .rowCount === 0,
     'its connection gone',
   )
   t.equal(await rolled(), thisHour - 3 * hour, 'and its transaction is undone')
