@@ -10,21 +10,10 @@
  */
 import type { Pool, PoolClient } from './db.js'
 import { inTransaction, sqlIdentifier } from './db.js'
+import type { UsageRow } from './usage-columns.js'
+import { usageColumns } from './usage-columns.js'
 
-/** One row's addition: the counts of one key, bucket, route, outcome and status class. */
-export interface UsageRow {
-  /** The bucket's start, epoch milliseconds. */
-  bucket: number
-  keyId: string
-  agencyId: string
-  subAccountId: string | null
-  route: string
-  outcome: string
-  /** The status code's hundreds (1–5). */
-  statusClass: number
-  requests: number
-  latency: ArrayLike<number>
-}
+export type { UsageRow } from './usage-columns.js'
 
 export interface UsageBatch {
   replicaId: string
@@ -74,54 +63,6 @@ const AGENCY_ROWS = `SELECT a.bucket, a.agency_id, a.route, a.outcome, a.status_
   FROM unnest($18::timestamptz[], $19::uuid[], $20::text[], $21::text[], $22::smallint[], $23::bigint[], $24::text[])
        AS a (bucket, agency_id, route, outcome, status_class, requests, latency)`
 
-/** A histogram as an array literal, without its trailing zeros (a missing element counts 0 everywhere histograms are read or added). */
-function histogramText(latency: ArrayLike<number>): string {
-  let end = latency.length
-  while (end > 1 && latency[end - 1] === 0) end--
-  let text = '{'
-  for (let i = 0; i < end; i++) text += i === 0 ? String(latency[i]) : `,${latency[i]}`
-  return `${text}}`
-}
-
-/**
- * `rows` summed per bucket and `identity` (what a summary keeps of a row), their histograms added element by
- * element: summed here rather than in Postgres, where a batch's statement spent a good share of its time on it.
- */
-function summed(rows: readonly UsageRow[], identity: (row: UsageRow) => string, subAccount: boolean): UsageRow[] {
-  const sums = new Map<string, UsageRow & { latency: number[] }>()
-  for (const row of rows) {
-    const id = `${row.bucket} ${identity(row)}`
-    let sum = sums.get(id)
-    if (sum === undefined) {
-      sum = { ...row, keyId: '', subAccountId: subAccount ? row.subAccountId : null, requests: 0, latency: [] }
-      sums.set(id, sum)
-    }
-    sum.requests += row.requests
-    for (let i = 0; i < row.latency.length; i++) sum.latency[i] = (sum.latency[i] ?? 0) + row.latency[i]!
-  }
-  return [...sums.values()]
-}
-
-/** The parameters of a batch's rows: per key ($1–$9), summed per sub-account ($10–$17) and per agency ($18–$24). */
-function columns(rows: readonly UsageRow[]): unknown[] {
-  const cell = (row: UsageRow): string => `${row.route} ${row.outcome} ${row.statusClass}`
-  const summaries = summed(rows, (row) => `${row.agencyId} ${row.subAccountId ?? ''} ${cell(row)}`, true)
-  const agencies = summed(summaries, (row) => `${row.agencyId} ${cell(row)}`, false)
-  const bucket = (row: UsageRow): string => new Date(row.bucket).toISOString()
-  const counts = (set: UsageRow[]): unknown[] => [
-    set.map((row) => row.route),
-    set.map((row) => row.outcome),
-    set.map((row) => row.statusClass),
-    set.map((row) => row.requests),
-    set.map((row) => histogramText(row.latency)),
-  ]
-  return [
-    ...[rows.map(bucket), rows.map((row) => row.keyId), rows.map((row) => row.agencyId), rows.map((row) => row.subAccountId), ...counts([...rows])],
-    ...[summaries.map(bucket), summaries.map((row) => row.agencyId), summaries.map((row) => row.subAccountId), ...counts(summaries)],
-    ...[agencies.map(bucket), agencies.map((row) => row.agencyId), ...counts(agencies)],
-  ]
-}
-
 /** The three kinds of counts (migration 026's usage_kinds): per key, per sub-account (the summaries) and per agency. */
 const KINDS = [
   { table: USAGE_TABLES, columns: COLUMNS, conflict: CONFLICT, minuteConflict: MINUTE_CONFLICT, from: 'r' },
@@ -160,7 +101,7 @@ const MINUTES_SQL = `WITH ${SETS},
 
 async function addMinutes(client: PoolClient, rows: readonly UsageRow[]): Promise<void> {
   if (rows.length === 0) return
-  await client.query(MINUTES_SQL, columns(rows))
+  await client.query(MINUTES_SQL, usageColumns(rows))
 }
 
 /**
@@ -173,7 +114,7 @@ async function addRows(client: PoolClient, period: 'hour' | 'day', rows: readonl
     `WITH ${SETS},
        ${KINDS.map((kind, i) => `rows_${i} AS (INSERT INTO ${sqlIdentifier(kind.table[period])} AS u (${kind.columns}) SELECT ${kind.columns} FROM ${kind.from} ${kind.conflict})`).join(',\n       ')}
      SELECT 1`,
-    columns(rows),
+    usageColumns(rows),
   )
 }
 
