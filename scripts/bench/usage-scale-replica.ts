@@ -8,7 +8,9 @@
  * what the keys' states already held; the time of one flush of them all,
  * first as new rows, then again as additions to the same rows (what every
  * later flush of that minute does); then the time of each flush when the
- * same requests come spread over a minute's flushes. Prints one JSON line
+ * same requests come spread over a minute's flushes. Each flush writes its
+ * parts on `writers` connections at once (USAGE_FLUSH_CONNECTIONS: the
+ * environment's, as a replica reads it). Prints one JSON line
  * (UsageReplicaFigures).
  *
  * Usage: node --expose-gc … usage-scale-replica.ts <database URL> <keys>
@@ -25,10 +27,13 @@ import type { RequestOutcome } from '@scoped/gateway/outcomes'
 import { parseRouteMap } from '@scoped/gateway/route-map'
 import type { ScopedRoute } from '@scoped/gateway/route-map'
 import { DEFAULT_USAGE_OPTIONS, UsageRecorder } from '@scoped/gateway/usage/usage-recorder'
+import { readUsageOptions } from '@scoped/gateway/usage/usage-config'
 import { rollUpUsage } from '@scoped/shared/usage-store'
 
 export interface UsageReplicaFigures {
   keys: number
+  /** The parts of a busy flush written at once (USAGE_FLUSH_CONNECTIONS). */
+  writers: number
   requests: number
   /** Minute rows the first flush wrote (one per key, route, outcome and status class): the cells counted. */
   cells: number
@@ -144,12 +149,14 @@ async function main(): Promise<void> {
   const [databaseUrl, keysText] = process.argv.slice(2)
   if (databaseUrl === undefined || keysText === undefined) throw new Error('usage: usage-scale-replica.ts <database URL> <keys>')
   const keys = Number(keysText)
-  const pool = createPool(databaseUrl, { max: 2, applicationName: 'bench usage replica' })
+  const { writers } = readUsageOptions(process.env)
+  const pool = createPool(databaseUrl, { max: writers + 1, applicationName: 'bench usage replica' })
   try {
     // The flush interval never fires here: every flush is the bench's own, one at a time.
     const usage = new UsageRecorder(pool, createLogger('bench', 'silent'), new GatewayMetrics(routes), routes.routes, `bench-${randomUUID()}`, {
       ...DEFAULT_USAGE_OPTIONS,
       maxCells: 10_000_000,
+      writers,
       // Measured, not given up: a replica's 10 s deadline would abandon a slow write and retry it.
       writeDeadlineMs: 600_000,
     })
@@ -186,6 +193,7 @@ async function main(): Promise<void> {
     const rollupMs = performance.now() - rollupStarted
     const figures: UsageReplicaFigures = {
       keys,
+      writers,
       requests,
       cells: Number(rows[0]!.cells),
       heapBytes: after.heap - before.heap,

@@ -66,8 +66,8 @@ export function usageScaleSection(scale: UsageScale): string[] {
     `A replica (a process of its own) counted ${whole(replica.requests)} requests of ${whole(replica.keys)} keys in one minute in ` +
       `${replica.countSeconds.toFixed(1)} s, into ${whole(replica.cells)} cells (key, route, outcome, status class); ` +
       `the counts held ${mib(replica.heapBytes)} MiB of heap and ${mib(replica.externalBytes)} MiB of typed arrays after a full GC ` +
-      `(${whole(countsBytes(scale) / replica.keys)} bytes per key). One flush of them (the real writer, one statement for the minute rows of each kind: ` +
-      `per key, per sub-account, per agency): ` +
+      `(${whole(countsBytes(scale) / replica.keys)} bytes per key). One flush of them (the real writer, cut by agency into parts written on ${replica.writers} connections at once, ` +
+      `each part one statement for the minute rows of each kind: per key, per sub-account, per agency): ` +
       `${whole(replica.firstFlushMs)} ms as new rows, ${whole(replica.secondFlushMs)} ms adding to the same rows (attempts: ${replica.flushAttempts.join(', ')}). ` +
       `The same requests spread over a minute's ${replica.spreadFlushMs.length} flushes (a twelfth of the keys each): ${replica.spreadFlushMs.map(whole).join(', ')} ms. ` +
       `The rollup of that hour (its minutes summed into hour rows of each kind, once, in the background): ${whole(replica.rollupMs)} ms.`,

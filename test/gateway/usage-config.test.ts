@@ -24,3 +24,12 @@ t.test('a bad value, or a request log asked for without counting, stops the star
   t.throws(() => readUsageOptions({ USAGE: 'off', REQUEST_LOG: 'errors' }), /REQUEST_LOG/)
   t.throws(() => readUsageOptions({ USAGE: 'off', REQUEST_LOG: 'all' }), ConfigError)
 })
+
+t.test('USAGE_FLUSH_CONNECTIONS: how many parts of a busy flush are written at once, 2 unless set, 1 to 5', async (t) => {
+  t.equal(readUsageOptions({}).writers, 2)
+  t.equal(readUsageOptions({ USAGE_FLUSH_CONNECTIONS: '1' }).writers, 1)
+  t.equal(readUsageOptions({ USAGE_FLUSH_CONNECTIONS: ' 5 ' }).writers, 5)
+  for (const bad of ['0', '6', 'two', '-1', '2.5']) {
+    t.throws(() => readUsageOptions({ USAGE_FLUSH_CONNECTIONS: bad }), /USAGE_FLUSH_CONNECTIONS/, bad)
+  }
+})

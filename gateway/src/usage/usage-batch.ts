@@ -1,9 +1,8 @@
 /**
  * A replica's minute counts turned into the rows of one batch: one row per
- * key, minute, route, outcome and status class. Their sums to the hour and
- * the (UTC) day are made by Postgres in the same statement that adds the
- * minute rows (usage-store.ts), so the three tables never disagree and the
- * replica does not build, nor send, the same counts three times.
+ * key, minute, route, outcome and status class. Their sums per sub-account and
+ * per agency are made by the writer (usage-store.ts), and their hours and days
+ * by the rollup once the hour is over (migration 026).
  */
 import type { UsageRow } from '@scoped/shared/usage-store'
 import type { Route } from '../route-map.js'

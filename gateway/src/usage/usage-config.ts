@@ -1,7 +1,7 @@
 /**
  * Usage counting's and the request log's settings, from the environment:
  * USAGE (`on` [default], `off`: neither counts nor the request log), REQUEST_LOG (`errors` [default], `all`, `off`), USAGE_FLUSH_INTERVAL [5s],
- * USAGE_MAX_CELLS [250000], USAGE_RETENTION_MINUTES [7d], USAGE_RETENTION_HOURS
+ * USAGE_MAX_CELLS [250000], USAGE_FLUSH_CONNECTIONS [2], USAGE_RETENTION_MINUTES [7d], USAGE_RETENTION_HOURS
  * [90d], USAGE_RETENTION_DAYS [400d], REQUEST_LOG_MAX_ROWS (per agency)
  * [100000], REQUEST_LOG_MAX_AGE [30d]. Durations are the contract's (`5s`, `90d`).
  */
@@ -62,6 +62,8 @@ export function readUsageOptions(env: Env): UsageOptions {
     // Usage must be visible within 10 s: a flush interval above 8 s could not promise it.
     intervalMs: readDuration(env, 'USAGE_FLUSH_INTERVAL', defaults.intervalMs / 1000, 1, 8) * 1000,
     maxCells: readCount(env, 'USAGE_MAX_CELLS', defaults.maxCells, 1_000, 100_000_000),
+    // At most half of the replica's pool (app.ts): key lookups keep connections of their own during a busy flush.
+    writers: readCount(env, 'USAGE_FLUSH_CONNECTIONS', defaults.writers, 1, 5),
     writeDeadlineMs: defaults.writeDeadlineMs,
     retention: Object.freeze({
       minutes: readDuration(env, 'USAGE_RETENTION_MINUTES', defaults.retention.minutes, DAY, 90 * DAY),

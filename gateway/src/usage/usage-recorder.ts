@@ -5,12 +5,13 @@
  * (usage-counts.ts) and, for a request the log keeps, one small object; no
  * I/O, no lock.
  *
- * Every `intervalMs` (and at stop) the counts so far become a batch with the
- * next sequence number. A batch that fails stays the batch in flight, retried
- * as it is (same sequence, same rows) until it is written: its sequence makes
- * it idempotent (usage-store.ts), so a commit whose answer was lost counts
- * once. Meanwhile counting goes on in memory, bounded by `maxCells` (the
- * batch in flight included); what is dropped past the bound is counted in
+ * Every `intervalMs` (and at stop) the counts so far become a batch, cut by
+ * agency into parts written at the same time (usage-parts.ts), each with the
+ * next sequence number. A part that fails stays in flight, retried as it is
+ * (same sequence, same rows) until it is written: its sequence makes it
+ * idempotent (usage-store.ts), so a commit whose answer was lost counts once.
+ * Meanwhile counting goes on in memory, bounded by `maxCells` (the parts in
+ * flight included); what is dropped past the bound is counted in
  * gateway_usage_dropped_total and said in the log at the next flush.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
@@ -27,6 +28,7 @@ import { loggablePath } from '../request-log.js'
 import type { Route } from '../route-map.js'
 import { batchRows } from './usage-batch.js'
 import { UsageCounts } from './usage-counts.js'
+import { splitByAgency } from './usage-parts.js'
 import { USAGE_OUTCOME } from './usage-outcome.js'
 
 /** Which requests the log keeps: refusals and 5xx answers, every request of a key, or none. */
@@ -37,6 +39,8 @@ export interface UsageOptions {
   counting: boolean
   intervalMs: number
   maxCells: number
+  /** How many parts of a busy batch are written at the same time, each on a connection of its own (usage-parts.ts). */
+  writers: number
   /** A write that takes longer is given up (and its batch retried, safely: it is idempotent). */
   writeDeadlineMs: number
   retention: UsageRetention
@@ -47,6 +51,7 @@ export const DEFAULT_USAGE_OPTIONS: UsageOptions = {
   counting: true,
   intervalMs: 5_000,
   maxCells: 250_000,
+  writers: 2,
   writeDeadlineMs: 10_000,
   retention: { minutes: 7 * 86_400, hours: 90 * 86_400, days: 400 * 86_400 },
   requestLog: { mode: 'errors', maxPending: 20_000, capPerAgency: 100_000, maxAgeSeconds: 30 * 86_400 },
@@ -63,21 +68,23 @@ const ROLLUP_INTERVAL_MS = 60_000
 const ROLLUP_GRACE_MS = 60_000
 const ROLLUP_MAX_HOURS = 24
 
-interface Batch {
+/** One part of a batch, written in a transaction of its own. */
+interface Part {
   seq: number
-  /** Minute rows (their hours and days are summed by the writer). */
+  /** Minute rows (their hours and days are rolled up later). */
   rows: UsageRow[]
   /** Answers counted in them. */
   requests: number
   log: RequestLogRow[]
-  cells: number
 }
 
 export class UsageRecorder {
   private readonly counts: UsageCounts
   private log: RequestLogRow[] = []
   private droppedLogRows = 0
-  private inFlight: Batch | null = null
+  /** The parts of the batch in flight not written yet, and the cells they hold. */
+  private inFlight: Part[] = []
+  private heldCells = 0
   private seq = 0
   private timer: NodeJS.Timeout | undefined
   private flushing: Promise<void> = Promise.resolve()
@@ -98,7 +105,7 @@ export class UsageRecorder {
     private readonly replicaId: string,
     private readonly options: UsageOptions = DEFAULT_USAGE_OPTIONS,
   ) {
-    this.counts = new UsageCounts(options.maxCells, () => this.inFlight?.cells ?? 0)
+    this.counts = new UsageCounts(options.maxCells, () => this.heldCells)
   }
 
   /**
@@ -234,7 +241,7 @@ export class UsageRecorder {
 
   /** Answers counted but not yet written (the batch in flight and what is counted since). */
   pending(): number {
-    return (this.inFlight?.requests ?? 0) + this.counts.requests
+    return this.inFlight.reduce((sum, part) => sum + part.requests, 0) + this.counts.requests
   }
 
   /**
@@ -243,23 +250,34 @@ export class UsageRecorder {
    */
   private async write(): Promise<void> {
     for (let batches = 0; batches < 2; batches++) {
-      if (this.inFlight === null) this.inFlight = this.cut()
-      if (this.inFlight === null) break
-      if (!(await this.writeBatch(this.inFlight))) return
-      this.inFlight = null
+      if (this.inFlight.length === 0) this.hold(this.cut())
+      if (this.inFlight.length === 0) break
+      const parts = this.inFlight
+      const written = await Promise.all(parts.map((part) => this.writePart(part)))
+      this.hold(parts.filter((_, i) => !written[i]))
+      if (this.inFlight.length > 0) return
     }
     await this.expire()
   }
 
-  /** What was counted since the last batch, as the next one; null when there is nothing. */
-  private cut(): Batch | null {
+  private hold(parts: Part[]): void {
+    this.inFlight = parts
+    this.heldCells = parts.reduce((sum, part) => sum + part.rows.length, 0)
+  }
+
+  /** What was counted since the last batch, as the next one's parts; none when there is nothing. */
+  private cut(): Part[] {
     const taken = this.counts.take()
     this.reportDropped(taken.dropped)
     const log = this.log
     this.log = []
-    if (taken.cells === 0 && log.length === 0) return null
-    this.seq++
-    return { seq: this.seq, rows: batchRows(taken.counts, this.routes), requests: taken.requests, log, cells: taken.cells }
+    if (taken.cells === 0 && log.length === 0) return []
+    return splitByAgency(batchRows(taken.counts, this.routes), log, this.options.writers).map(({ rows, log }) => ({
+      seq: ++this.seq,
+      rows,
+      requests: rows.reduce((sum, row) => sum + row.requests, 0),
+      log,
+    }))
   }
 
   private reportDropped(counts: number): void {
@@ -270,8 +288,8 @@ export class UsageRecorder {
     if (counts > 0 || logRows > 0) this.logger.error({ counts, logRows }, 'usage memory bound reached while batches could not be written: counts dropped')
   }
 
-  private async writeBatch(batch: Batch): Promise<boolean> {
-    const { rows, log, requests } = batch
+  private async writePart(part: Part): Promise<boolean> {
+    const { rows, log, requests } = part
     const cap = this.options.requestLog.capPerAgency
     try {
       this.metrics.countRoundTrip('postgres')
@@ -279,7 +297,7 @@ export class UsageRecorder {
       await withDeadline(
         writeUsageBatch(this.pool, {
           replicaId: this.replicaId,
-          seq: batch.seq,
+          seq: part.seq,
           minutes: rows,
           alsoWrite: (client) => writeRequestLog(client, log, cap),
           statementTimeoutMs: deadlineMs,
@@ -291,7 +309,7 @@ export class UsageRecorder {
       return true
     } catch (error) {
       this.metrics.countUsageFlush(false)
-      this.logger.warn({ err: error, requests, seq: batch.seq }, 'could not write usage; will retry the same batch')
+      this.logger.warn({ err: error, requests, seq: part.seq }, 'could not write usage; will retry the same batch')
       return false
     }
   }
