@@ -136,7 +136,11 @@ t.test('failovers of the Redis primary under load', async (t) => {
     await t.test('ctl revokes through the new primary, and the very next request gets 401', (t) => revokedAtOnce(t, revoked[0]!))
     await t.test('agency-service follows too: deleting a sub-account ends its keys at once', async (t) => {
       const primary = await sentinel.primaryPort()
-      await eventually('agency-service on the new primary', async () => (await sentinel.clientNames(primary)).some((name) => name === 'agency-service-nonces'))
+      // Each of its connections: its nonces', and its invalidator's (the fast path is skipped while they reconnect).
+      await eventually('agency-service on the new primary', async () => {
+        const names = await sentinel.clientNames(primary)
+        return ['agency-service-nonces', 'agency-service-commands', 'agency-service-blocking'].every((name) => names.includes(name))
+      })
       const before = await heardThroughRedis()
       const deleted = await client.request(`/v1/agency/sub-accounts/${doomed.id}`, { method: 'DELETE', headers: bearer(agencyKey.key) })
       t.equal(deleted.status, 204)
