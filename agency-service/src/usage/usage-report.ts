@@ -133,7 +133,8 @@ interface Row {
   outcome: string
   status_class: number
   requests: string
-  latency: string[]
+  /** The histogram as Postgres writes an array: `{1,0,2}`. */
+  latency: string
 }
 
 /** A filter that names another tenant's key or sub-account is answered as one that does not exist. */
@@ -198,8 +199,9 @@ export async function rolledUntil(db: Pool | PoolClient): Promise<Date> {
 }
 
 /**
- * The statement of a report (the benchmark and the tests read its plan): the counts of the range, summed per
- * bucket, group, outcome and status class. `source` is the report's own unless a test compares them.
+ * The statement of a report (the benchmark and the tests read its plan): the rows of the range at the report's
+ * granularity (finer rows summed to it), each with its group, for buildReport to add up per point. `source` is the
+ * report's own unless a test compares them.
  */
 export function usageQuery(
   owner: UsageOwner,
@@ -227,18 +229,23 @@ export function usageQuery(
     const first = Math.max(start, bounds[from])
     const last = Math.min(end, bounds[to])
     if (first >= last) return []
-    const bucket = granularity === request.granularity ? 'bucket' : `date_trunc('${request.granularity}', bucket, 'UTC')`
-    return [
-      `SELECT ${bucket} AS bucket, ${group} AS grp, outcome, status_class, requests, latency FROM ${TABLE[source][granularity]}
-        WHERE ${where.join(' AND ')} AND bucket >= ${parameter(new Date(first).toISOString())} AND bucket < ${parameter(new Date(last).toISOString())}`,
-    ]
+    const rows = `FROM ${TABLE[source][granularity]}
+        WHERE ${where.join(' AND ')} AND bucket >= ${parameter(new Date(first).toISOString())} AND bucket < ${parameter(new Date(last).toISOString())}`
+    // Rows of the report's own granularity are merged by the reader (buildReport), which adds every row of a point
+    // anyway; finer rows are summed here to the granularity first, as there are many of them to a point.
+    return granularity === request.granularity
+      ? [`SELECT bucket, ${group} AS grp, outcome, status_class, requests, latency ${rows}`]
+      : [
+          `SELECT date_trunc('${request.granularity}', bucket, 'UTC') AS bucket, ${group} AS grp, outcome, status_class,
+                  sum(requests) AS requests, usage_histogram_sum(latency) AS latency ${rows} GROUP BY 1, 2, 3, 4`,
+        ]
   })
   if (parts.length === 0)
     parts.push(`SELECT NULL::timestamptz AS bucket, NULL::text AS grp, NULL::text AS outcome, NULL::smallint AS status_class,
     NULL::bigint AS requests, NULL::bigint[] AS latency WHERE false`)
   const text = `SELECT (extract(epoch FROM bucket) * 1000)::bigint::text AS at_ms, grp, outcome, status_class,
-            sum(requests)::text AS requests, usage_histogram_sum(latency)::text[] AS latency
-       FROM (${parts.join('\n UNION ALL ')}) AS counted GROUP BY 1, 2, 3, 4`
+            requests::text AS requests, latency::text AS latency
+       FROM (${parts.join('\n UNION ALL ')}) AS counted`
   return { text, values, start }
 }
 
@@ -252,6 +259,12 @@ export async function usageReport(
   const { text, values, start } = usageQuery(owner, request, await rolledUntil(pool), source)
   const { rows } = await pool.query<Row>(text, values)
   return buildReport(request, start, rows)
+}
+
+/** Adds a histogram as Postgres writes it (`{1,0,2}`) to `histogram`, element by element. */
+function addHistogram(histogram: number[], text: string): void {
+  const counts = text.slice(1, -1).split(',')
+  for (let index = 0; index < counts.length && index < LATENCY_BUCKETS; index++) histogram[index]! += Number(counts[index])
 }
 
 function buildReport(request: UsageRequest, start: number, rows: readonly Row[]): UsageReport {
@@ -278,9 +291,7 @@ function buildReport(request: UsageRequest, start: number, rows: readonly Row[])
     if (row.outcome in point.outcomes) point.outcomes[row.outcome as UsageOutcome] += requests
     const statusClass = statusClasses[row.status_class - 2]
     if (statusClass !== undefined) point.statusClasses[statusClass] += requests
-    row.latency.forEach((count, index) => {
-      if (index < LATENCY_BUCKETS) point.histogram[index]! += Number(count)
-    })
+    addHistogram(point.histogram, row.latency)
   }
   const ordered = [...series.entries()].sort((a, b) => b[1].total - a[1].total)
   return {
