@@ -5,12 +5,14 @@
  * percentiles from merged histograms, groupBy and filters, the bounds (400),
  * another tenant's id (404), and a sub-account seeing only its own.
  */
+import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import { AGENCY_SERVICE_AUDIENCE } from '@scoped/shared/tenant-signature'
 import { writeRequestLog } from '@scoped/shared/request-log-store'
 import { LATENCY_BUCKETS, latencyBucket, latencyBucketBound } from '@scoped/shared/usage'
 import { writeUsageBatch } from '@scoped/shared/usage-store'
 import type { UsageRow } from '@scoped/shared/usage-store'
+import { MAX_REPORT_POINTS } from '@scoped/agency-service/usage/usage-report'
 import { TenantStore } from '@scoped/agency-service/tenants'
 import { subAccountTenant, tenantClient } from '../helpers/signed-request.js'
 import { startAgencyService } from './fixture.js'
@@ -203,4 +205,34 @@ t.test('the request log through the API: newest first, paged, filtered, a tenant
   )
   t.equal((await service.globex.get('/v1/agency/request-log')).items.length, 0, 'another agency sees none')
   t.equal((await service.acme.get('/v1/agency/request-log?outcome=nope')).status, 400)
+})
+
+t.test('a report past the bound of its points is refused with 400, in the envelope, before it is built', async (t) => {
+  const service = await startAgencyService(t, { now: () => new Date(NOW) })
+  const agencyId = service.acme.tenant.agencyId
+  const minute = NOW - (NOW % 60_000) - 60 * 60_000
+  // One minute row for each of enough keys that, by key and by the minute over 24 h, the series × buckets pass the bound.
+  const keys = Math.ceil(MAX_REPORT_POINTS / 1_441) + 1
+  const minutes: UsageRow[] = Array.from({ length: keys }, () => ({
+    bucket: minute,
+    keyId: randomUUID(),
+    agencyId,
+    subAccountId: null,
+    route: '/v1/agency',
+    outcome: 'served',
+    statusClass: 2,
+    requests: 1,
+    latency: [1],
+  }))
+  await writeUsageBatch(service.db.pool, { replicaId: 'bound', seq: 1, minutes })
+  const from = new Date(NOW - 86_400_000).toISOString()
+  const refused = await service.acme.get(`/v1/agency/usage?groupBy=key&granularity=minute&from=${from}`)
+  t.equal(refused.status, 400, refused.text)
+  t.same(JSON.parse(refused.text), {
+    success: false,
+    message: 'This usage report would be too large: ask for a shorter range or a coarser granularity, or filter by key or sub-account',
+  })
+  const coarser = await service.acme.get(`/v1/agency/usage?groupBy=key&granularity=hour&from=${from}`)
+  t.equal(coarser.status, 200, 'the same by the hour is answered')
+  t.equal((JSON.parse(coarser.text) as { data: Report }).data.series.length, keys, 'one series per key')
 })
