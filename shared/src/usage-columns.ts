@@ -3,10 +3,10 @@
  * one array literal per column, per key ($1–$9), summed per sub-account
  * ($10–$17) and per agency ($18–$24). A busy replica's batch holds a hundred
  * thousand rows or more, and building these was half of its flush's time:
- * the literals are written here, quoting only the one column that may need
- * it (pg's generic conversion quotes and escapes every element), and the sums
- * are kept in nested maps keyed by the rows' own strings, so no key is built
- * per row.
+ * the literals are written here, quoting only the strings that may need it,
+ * routes and outcomes (pg's generic conversion quotes and escapes every
+ * element), and the sums are kept in nested maps keyed by the rows' own
+ * strings, so no key is built per row.
  */
 
 /** One row's addition: the counts of one key, bucket, route, outcome and status class. */
@@ -33,7 +33,7 @@ export function histogramText(latency: ArrayLike<number>): string {
 }
 
 /** A map's entry for `key`, made by `make` when missing. */
-function entry<K, V>(map: Map<K, V>, key: K, make: () => V): V {
+function entry<K, V>(map: Map<K, V>, key: K, make: () => NoInfer<V>): V {
   let found = map.get(key)
   if (found === undefined) {
     found = make()
@@ -63,6 +63,7 @@ function histogramsLiteral(rows: readonly UsageRow[]): string {
 }
 
 type Sum = UsageRow & { latency: number[] }
+type Level<V> = Map<string | number | null, V>
 
 /**
  * `rows` summed per bucket, agency, sub-account (when `bySubAccount`), route, outcome and status class, their
@@ -70,25 +71,13 @@ type Sum = UsageRow & { latency: number[] }
  * share of its time on it.
  */
 export function summed(rows: readonly UsageRow[], bySubAccount: boolean): UsageRow[] {
-  type Level<V> = Map<string | number | null, V>
   const groups: Level<Level<Level<Level<Level<Level<Sum>>>>>> = new Map()
   const sums: Sum[] = []
+  const level = <K, V>(): Map<K, V> => new Map<K, V>()
   for (const row of rows) {
     const subAccountId = bySubAccount ? row.subAccountId : null
-    const cells = entry(
-      entry(
-        entry(groups, row.agencyId, () => new Map()),
-        subAccountId,
-        () => new Map(),
-      ),
-      row.bucket,
-      () => new Map(),
-    )
-    const byStatus = entry(
-      entry(cells, row.route, () => new Map()),
-      row.outcome,
-      () => new Map(),
-    )
+    const byBucket = entry(entry(groups, row.agencyId, level), subAccountId, level)
+    const byStatus = entry(entry(entry(byBucket, row.bucket, level), row.route, level), row.outcome, level)
     const sum = entry(byStatus, row.statusClass, () => {
       const made: Sum = { ...row, keyId: '', subAccountId, requests: 0, latency: [] }
       sums.push(made)
