@@ -4,12 +4,14 @@
  * table beside each, the busiest keys, each sub-account, the request log and
  * its filters; the Usage tab; who may read it; another tenant's ids 404.
  */
+import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import { writeRequestLog } from '@scoped/shared/request-log-store'
 import type { RequestLogRow } from '@scoped/shared/request-log-store'
 import { LATENCY_BUCKETS, latencyBucket } from '@scoped/shared/usage'
 import { writeUsageBatch } from '@scoped/shared/usage-store'
 import type { UsageRow } from '@scoped/shared/usage-store'
+import { MAX_REPORT_POINTS } from '@scoped/agency-service/usage/usage-report'
 import { TenantStore } from '@scoped/agency-service/tenants'
 import { createWorld, signedIn, startConsole } from './console-harness.js'
 
@@ -140,4 +142,33 @@ t.test('the Usage page of an agency and of a sub-account', async (t) => {
     t.match(page.body, 'No requests in this range.')
     t.match(page.body, 'No logged requests in this range.')
   })
+})
+
+t.test("an agency with more keys than a by-key report's bound still sees its busiest keys", async (t) => {
+  const { app, pool, keys, clock } = await startConsole(t)
+  const world = await createWorld(pool)
+  const busy = await keys.create({ scope: 'SUB-ACCOUNT', subAccountId: world.subAccountId }, 'the busiest key', 'test')
+  const now = clock.now().getTime()
+  const minute = now - (now % 60_000) - 2 * HOUR
+  // Enough keys that their series by the hour over 7 days (168 or 169 points each) pass a report's bound of points.
+  const many = Math.ceil(MAX_REPORT_POINTS / 168) + 1
+  const rows: UsageRow[] = Array.from({ length: many }, (_, i) => ({
+    bucket: minute,
+    keyId: i === 0 ? busy.id : randomUUID(),
+    agencyId: world.agencyId,
+    subAccountId: world.subAccountId,
+    route: '/v1/agents',
+    outcome: 'served',
+    statusClass: 2,
+    requests: i === 0 ? 50 : 1,
+    latency: histogram(3, i === 0 ? 50 : 1),
+  }))
+  await writeUsageBatch(pool, { replicaId: 'console-many', seq: 1, minutes: rows })
+  const owner = await signedIn(app, world.owner.email)
+  const page = await owner.get(`/console/agencies/${world.agencyId}/usage?range=7d`)
+  t.equal(page.statusCode, 200, 'the page, not "too large"')
+  const busiest = page.body.slice(page.body.indexOf('busiest-heading'), page.body.indexOf('sub-accounts-heading'))
+  t.match(busiest, 'the busiest key', 'the busiest key named first')
+  t.equal((busiest.match(/data-label="Requests"/g) ?? []).length, 10, 'ten keys listed')
+  t.match(page.body, `>${many + 49}</td>`, 'the sub-account holds every request')
 })

@@ -12,8 +12,8 @@ import type { UsageOutcome } from '@scoped/shared/usage'
 import { isUsageOutcome } from '@scoped/shared/usage'
 import { requireUuid } from '@scoped/shared/validation'
 import { requestLogPage } from '../routes/request-log.js'
-import type { UsageOwner, UsageReport } from '../usage/usage-report.js'
-import { usageReport } from '../usage/usage-report.js'
+import type { UsageOwner } from '../usage/usage-report.js'
+import { usageReport, usageTotals } from '../usage/usage-report.js'
 import type { KeyArea } from './access.js'
 import { agencyKeyArea, requireAuditReader, subAccountKeyArea } from './access.js'
 import { sessionOf } from './authenticate.js'
@@ -33,20 +33,12 @@ function queryValue(query: unknown, name: string): string | undefined {
   return typeof value === 'string' && value !== '' ? value : undefined
 }
 
-/** A series' total requests, summed over its points. */
-const totalOf = (series: UsageReport['series'][number]): number => series.points.reduce((sum, p) => sum + p.requests, 0)
-
-function ranked(report: UsageReport, names: ReadonlyMap<string, string>, href?: (id: string) => string): UsageRow[] {
-  return report.series
-    .filter((series) => series.group !== null)
-    .map((series) => ({
-      id: series.group!,
-      name: names.get(series.group!) ?? '(deleted)',
-      requests: totalOf(series),
-      ...(href ? { href: href(series.group!) } : {}),
-    }))
-    .filter((row) => row.requests > 0)
-    .sort((a, b) => b.requests - a.requests)
+/** The groups with requests, busiest first, named (a group no longer in `names` was deleted). */
+function ranked(totals: ReadonlyMap<string, number>, names: ReadonlyMap<string, string>, href?: (id: string) => string): UsageRow[] {
+  return [...totals]
+    .filter(([, requests]) => requests > 0)
+    .sort((a, b) => b[1] - a[1])
+    .map(([id, requests]) => ({ id, name: names.get(id) ?? '(deleted)', requests, ...(href ? { href: href(id) } : {}) }))
 }
 
 async function names(pool: Pool, table: 'api_keys' | 'sub_accounts', agencyId: string, ids: readonly string[]): Promise<Map<string, string>> {
@@ -101,8 +93,9 @@ export async function usageConsoleRoutes(app: FastifyInstance, options: { pool: 
       const from = new Date(to.getTime() - range.ms)
       const base = { from, to, granularity: range.granularity, ...(filters.keyId === undefined ? {} : { keyId: filters.keyId }) }
       const totals = await usageReport(pool, owner, { ...base, groupBy: null })
-      const byKey = await usageReport(pool, owner, { ...base, groupBy: 'key' })
-      const bySub = area.subAccount === null ? await usageReport(pool, owner, { ...base, groupBy: 'sub-account' }) : null
+      // Rankings need each key's and sub-account's total only: no points, however many keys the agency has.
+      const byKey = await usageTotals(pool, owner, { ...base, groupBy: 'key' })
+      const bySub = area.subAccount === null ? await usageTotals(pool, owner, { ...base, groupBy: 'sub-account' }) : null
       const log = await requestLogPage(pool, owner, {
         limit: LOG_PAGE_SIZE,
         since: from.toISOString(),
@@ -110,17 +103,10 @@ export async function usageConsoleRoutes(app: FastifyInstance, options: { pool: 
         ...(filters.outcome === undefined ? {} : { outcome: filters.outcome }),
         ...(filters.cursor === undefined ? {} : { cursor: filters.cursor }),
       })
-      const keyIds = [...new Set([...byKey.series.map((s) => s.group ?? ''), ...log.data.map((item) => item.keyId)].filter((id) => id !== ''))]
+      const busiest = ranked(byKey, new Map()).slice(0, BUSIEST)
+      const keyIds = [...new Set([...busiest.map((row) => row.id), ...log.data.map((item) => item.keyId)])]
       const keyNames = await names(pool, 'api_keys', area.agency.id, keyIds)
-      const subNames =
-        bySub === null
-          ? new Map<string, string>()
-          : await names(
-              pool,
-              'sub_accounts',
-              area.agency.id,
-              bySub.series.map((s) => s.group ?? '').filter((id) => id !== ''),
-            )
+      const subNames = bySub === null ? new Map<string, string>() : await names(pool, 'sub_accounts', area.agency.id, [...bySub.keys()])
       const filterParams = {
         range: filters.range,
         ...(filters.keyId === undefined ? {} : { key: filters.keyId }),
@@ -135,7 +121,7 @@ export async function usageConsoleRoutes(app: FastifyInstance, options: { pool: 
         keyId: filters.keyId,
         outcome: filters.outcome,
         points: totals.series[0]?.points ?? [],
-        busiest: ranked(byKey, keyNames).slice(0, BUSIEST),
+        busiest: busiest.map((row) => ({ ...row, name: keyNames.get(row.id) ?? '(deleted)' })),
         subAccounts: bySub === null ? null : ranked(bySub, subNames, (id) => paths.subAccountUsage(id)),
         log: log.data,
         keyNames,

@@ -257,19 +257,37 @@ export function usageQuery(
   return { text, values, start }
 }
 
+/** The rows of a report, read whole: refused (400) past MAX_REPORT_ROWS, before anything is built of them. */
+async function reportRows(pool: Pool, owner: UsageOwner, request: UsageRequest, source: UsageSource): Promise<{ rows: Row[]; start: number }> {
+  await checkOwnership(pool, owner, request)
+  const { text, values, start } = usageQuery(owner, request, await rolledUntil(pool), source)
+  const { rows } = await pool.query<Row>(`${text} LIMIT ${MAX_REPORT_ROWS + 1}`, values)
+  if (rows.length > MAX_REPORT_ROWS) throw new ApiError('badRequest', TOO_LARGE)
+  return { rows, start }
+}
+
 export async function usageReport(
   pool: Pool,
   owner: UsageOwner,
   request: UsageRequest,
   source: UsageSource = usageSource(owner, request),
 ): Promise<UsageReport> {
-  await checkOwnership(pool, owner, request)
-  const { text, values, start } = usageQuery(owner, request, await rolledUntil(pool), source)
-  const { rows } = await pool.query<Row>(`${text} LIMIT ${MAX_REPORT_ROWS + 1}`, values)
+  const { rows, start } = await reportRows(pool, owner, request, source)
   const buckets = Math.ceil((request.to.getTime() - start) / BUCKET_MS[request.granularity])
   const series = request.groupBy === null ? 1 : new Set(rows.map((row) => row.grp)).size
-  if (rows.length > MAX_REPORT_ROWS || series * buckets > MAX_REPORT_POINTS) throw new ApiError('badRequest', TOO_LARGE)
+  if (series * buckets > MAX_REPORT_POINTS) throw new ApiError('badRequest', TOO_LARGE)
   return buildReport(request, start, rows)
+}
+
+/**
+ * Each group's requests over the range (`request.groupBy`'s), as the report's series would total them, without
+ * their points: for rankings (the console's busiest keys and sub-accounts), however many groups there are.
+ */
+export async function usageTotals(pool: Pool, owner: UsageOwner, request: UsageRequest): Promise<Map<string, number>> {
+  const { rows } = await reportRows(pool, owner, request, usageSource(owner, request))
+  const totals = new Map<string, number>()
+  for (const row of rows) if (row.grp !== null) totals.set(row.grp, (totals.get(row.grp) ?? 0) + Number(row.requests))
+  return totals
 }
 
 /** Adds a histogram as Postgres writes it (`{1,0,2}`) to `histogram`, element by element. */
