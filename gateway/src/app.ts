@@ -36,6 +36,7 @@ import { loadTlsCredentials } from './tls.js'
 import { Upstreams } from './upstream.js'
 import { upstreamTls } from './route-map.js'
 import { UsageRecorder } from './usage/usage-recorder.js'
+import { GATEWAY_POOL_SIZE } from './usage/usage-config.js'
 
 export interface GatewayDeps {
   config: GatewayConfig
@@ -204,7 +205,7 @@ async function createGateway(config: GatewayConfig, log: Logger, requestLog: Req
   const tls = await loadTlsCredentials(config.tls, config.dataDir)
   log.info({ certificate: tls.source }, 'TLS certificate loaded')
   const replicaId = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`
-  const pool = createPool(config.databaseUrl, { max: 10, applicationName: 'gateway' })
+  const pool = createPool(config.databaseUrl, { max: GATEWAY_POOL_SIZE, applicationName: 'gateway' })
   const redis =
     config.redis === null
       ? null

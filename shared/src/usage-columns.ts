@@ -42,12 +42,21 @@ function entry<K, V>(map: Map<K, V>, key: K, make: () => NoInfer<V>): V {
   return found
 }
 
+/** What array_in reads as it is: no brace, comma, quote, backslash or space, and not the word NULL. */
+const PLAIN = /^(?!null$)[0-9A-Za-z_.:+-]+$/i
+
 /**
- * The array literal of values that array_in reads as they are: numbers, UUIDs, timestamps in ISO form and the
- * outcomes' names (none holds a brace, a comma, a quote, a backslash or a space), null as NULL.
+ * The array literal of values that array_in reads as they are: numbers, UUIDs and timestamps in ISO form, null as
+ * NULL. Any other string throws: one holding a comma would shift every later row of its column onto another row
+ * (another key's, another tenant's).
  */
 export function plainArray(values: ReadonlyArray<string | number | null>): string {
-  return `{${values.map((value) => (value === null ? 'NULL' : value)).join(',')}}`
+  const elements = values.map((value) => {
+    if (value === null) return 'NULL'
+    if (typeof value === 'string' && !PLAIN.test(value)) throw new Error(`not a plain array element: ${JSON.stringify(value)}`)
+    return value
+  })
+  return `{${elements.join(',')}}`
 }
 
 /** The array literal of any strings: each quoted, its quotes and backslashes escaped (once per distinct string). */

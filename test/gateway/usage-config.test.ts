@@ -1,7 +1,7 @@
 /** USAGE=on|off and its agreement with REQUEST_LOG, read at start (usage-config.ts). */
 import t from 'tap'
 import { ConfigError } from '@scoped/shared/config'
-import { readUsageOptions } from '@scoped/gateway/usage/usage-config'
+import { MAX_FLUSH_CONNECTIONS, readUsageOptions } from '@scoped/gateway/usage/usage-config'
 
 t.test('counting is on by default, with the request log of refusals and 5xx', async (t) => {
   const options = readUsageOptions({})
@@ -25,11 +25,12 @@ t.test('a bad value, or a request log asked for without counting, stops the star
   t.throws(() => readUsageOptions({ USAGE: 'off', REQUEST_LOG: 'all' }), ConfigError)
 })
 
-t.test('USAGE_FLUSH_CONNECTIONS: how many parts of a busy flush are written at once, 2 unless set, 1 to 5', async (t) => {
+t.test('USAGE_FLUSH_CONNECTIONS: how many parts of a busy flush are written at once, 2 unless set, 1 to 4', async (t) => {
+  t.equal(MAX_FLUSH_CONNECTIONS, 4, "with the rollup's, half of the replica's pool of ten")
   t.equal(readUsageOptions({}).writers, 2)
   t.equal(readUsageOptions({ USAGE_FLUSH_CONNECTIONS: '1' }).writers, 1)
-  t.equal(readUsageOptions({ USAGE_FLUSH_CONNECTIONS: ' 5 ' }).writers, 5)
-  for (const bad of ['0', '6', 'two', '-1', '2.5']) {
+  t.equal(readUsageOptions({ USAGE_FLUSH_CONNECTIONS: ' 4 ' }).writers, 4)
+  for (const bad of ['0', '5', 'two', '-1', '2.5']) {
     t.throws(() => readUsageOptions({ USAGE_FLUSH_CONNECTIONS: bad }), /USAGE_FLUSH_CONNECTIONS/, bad)
   }
 })

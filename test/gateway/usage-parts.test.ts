@@ -8,6 +8,7 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { createPool } from '@scoped/shared/db'
 import type { Pool } from '@scoped/shared/db'
 import { createLogger } from '@scoped/shared/logger'
 import type { RequestLogRow } from '@scoped/shared/request-log-store'
@@ -18,6 +19,7 @@ import { parseRouteMap } from '@scoped/gateway/route-map'
 import type { ScopedRoute } from '@scoped/gateway/route-map'
 import { DEFAULT_USAGE_OPTIONS, UsageRecorder } from '@scoped/gateway/usage/usage-recorder'
 import { ROWS_PER_PART, partCount, splitByAgency } from '@scoped/gateway/usage/usage-parts'
+import { GATEWAY_POOL_SIZE, MAX_FLUSH_CONNECTIONS } from '@scoped/gateway/usage/usage-config'
 import { createTestDatabase } from '../helpers/database.js'
 import { waitFor } from '../helpers/wait-for.js'
 
@@ -188,4 +190,50 @@ t.test('a busy flush writes its parts at the same time, each once; a failed part
   t.equal(usage.pending(), 0)
   t.equal((await db.pool.query('SELECT 1 FROM usage_batches')).rowCount, 3, 'three parts, each recorded once')
   t.same(await keyTotals(db.pool), expected, "every key's total exact: nothing lost, nothing twice")
+})
+
+t.test("a flush held up with its most parts, and the rollup with it, leave half the replica's pool to key lookups", async (t) => {
+  const db = await createTestDatabase(t)
+  // The replica's own pool, as app.ts makes it.
+  const pool = createPool(db.url, { max: GATEWAY_POOL_SIZE, applicationName: 'scoped-api-test' })
+  t.teardown(() => pool.end())
+  const usage = new UsageRecorder(pool, createLogger('test', 'silent'), new GatewayMetrics(routes), routes.routes, `test-${randomUUID()}`, {
+    ...DEFAULT_USAGE_OPTIONS,
+    writers: MAX_FLUSH_CONNECTIONS,
+  })
+  const all = [...keys(), ...keys()]
+  for (const key of all) count(usage, key, 3)
+  const gate = await db.pool.connect()
+  t.teardown(() => gate.release())
+  await gate.query('BEGIN')
+  await gate.query('LOCK TABLE usage_batches IN EXCLUSIVE MODE')
+  const hour = 3_600_000
+  await db.pool.query('UPDATE usage_rollup SET rolled_until = $1', [new Date(Math.floor(Date.now() / hour) * hour - hour).toISOString()])
+  const holdsRollup = await db.pool.connect()
+  t.teardown(() => holdsRollup.release())
+  await holdsRollup.query('SELECT pg_advisory_lock(31027, $1)', [Math.floor(Date.now() / hour) - 1])
+  const flushed = usage.flush()
+  const rolled = usage.rollUp(Date.now() + hour)
+  const waiting = async (): Promise<number> =>
+    (
+      await db.pool.query(
+        "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND application_name = 'scoped-api-test' AND pid <> pg_backend_pid()",
+      )
+    ).rowCount ?? 0
+  await waitFor(async () => (await waiting()) === MAX_FLUSH_CONNECTIONS + 1, 'every part and the rollup waiting')
+
+  // Key lookups meanwhile: as many at once as the pool has left, each answered.
+  const lookups = await Promise.all(
+    Array.from({ length: GATEWAY_POOL_SIZE - MAX_FLUSH_CONNECTIONS - 1 }, () => pool.query<{ n: number }>('SELECT 1 AS n FROM pg_sleep(0.05)')),
+  )
+  t.equal(lookups.length, GATEWAY_POOL_SIZE / 2, 'half the pool still answers')
+  t.ok(
+    lookups.every((lookup) => lookup.rows[0]!.n === 1),
+    'each lookup answered while the flush waits',
+  )
+  await gate.query('COMMIT')
+  await holdsRollup.query('SELECT pg_advisory_unlock(31027, $1)', [Math.floor(Date.now() / hour) - 1])
+  await flushed
+  await rolled
+  t.equal(usage.pending(), 0, 'then the flush is written')
 })

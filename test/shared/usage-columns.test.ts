@@ -41,6 +41,22 @@ t.test('numbers, UUIDs, timestamps and nulls come back from a plain literal', as
   )
 })
 
+t.test('a plain literal refuses any string that would not read as one element', async (t) => {
+  for (const bad of [
+    'a,b',
+    '7f9c2ba4-e88f-4a1b-9d3c-2b1e5a6f0c11,7f9c2ba4-e88f-4a1b-9d3c-2b1e5a6f0c12',
+    'NULL',
+    'null',
+    '',
+    'say "hi"',
+    'a b',
+    '{x}',
+    'back\\slash',
+  ]) {
+    t.throws(() => plainArray(['7f9c2ba4-e88f-4a1b-9d3c-2b1e5a6f0c11', bad]), /not a plain array element/, JSON.stringify(bad))
+  }
+})
+
 t.test('a histogram loses only its trailing zeros', async (t) => {
   const slab = new Uint32Array(8)
   slab.set([9, 9, 0, 3, 0, 1, 0, 0])

@@ -13,6 +13,11 @@ import { DEFAULT_USAGE_OPTIONS } from './usage-recorder.js'
 
 const MODES: readonly RequestLogMode[] = ['errors', 'all', 'off']
 
+/** The replica's Postgres pool (app.ts), shared by key lookups, the flush's parts and the rollup. */
+export const GATEWAY_POOL_SIZE = 10
+/** The flush's parts and the rollup together hold at most half of the pool: key lookups keep the rest during a busy flush. */
+export const MAX_FLUSH_CONNECTIONS = GATEWAY_POOL_SIZE / 2 - 1
+
 function readDuration(env: Env, name: string, fallbackSeconds: number, minSeconds: number, maxSeconds: number): number {
   const text = env[name]?.trim()
   if (text === undefined || text === '') return fallbackSeconds
@@ -62,8 +67,7 @@ export function readUsageOptions(env: Env): UsageOptions {
     // Usage must be visible within 10 s: a flush interval above 8 s could not promise it.
     intervalMs: readDuration(env, 'USAGE_FLUSH_INTERVAL', defaults.intervalMs / 1000, 1, 8) * 1000,
     maxCells: readCount(env, 'USAGE_MAX_CELLS', defaults.maxCells, 1_000, 100_000_000),
-    // At most half of the replica's pool (app.ts): key lookups keep connections of their own during a busy flush.
-    writers: readCount(env, 'USAGE_FLUSH_CONNECTIONS', defaults.writers, 1, 5),
+    writers: readCount(env, 'USAGE_FLUSH_CONNECTIONS', defaults.writers, 1, MAX_FLUSH_CONNECTIONS),
     writeDeadlineMs: defaults.writeDeadlineMs,
     retention: Object.freeze({
       minutes: readDuration(env, 'USAGE_RETENTION_MINUTES', defaults.retention.minutes, DAY, 90 * DAY),

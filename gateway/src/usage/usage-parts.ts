@@ -27,9 +27,9 @@ export function partCount(rows: number, writers: number): number {
  * allow (largest agencies first, each to the part with fewest rows so far). An agency that has only log rows goes
  * with the first part. Never an empty part.
  */
-export function splitByAgency(rows: readonly UsageRow[], log: readonly RequestLogRow[], writers: number): UsagePart[] {
+export function splitByAgency(rows: UsageRow[], log: RequestLogRow[], writers: number): UsagePart[] {
   const count = partCount(rows.length, writers)
-  if (count === 1) return rows.length === 0 && log.length === 0 ? [] : [{ rows: [...rows], log: [...log] }]
+  if (count === 1) return rows.length === 0 && log.length === 0 ? [] : [{ rows, log }]
   const byAgency = new Map<string, UsageRow[]>()
   for (const row of rows) {
     const agencyRows = byAgency.get(row.agencyId)
